@@ -1,0 +1,130 @@
+//! Frame reader: finds message boundaries in a byte buffer.
+//!
+//! A regular message is `tag: u8, len: i32 (including itself), body`. The first message
+//! of a connection (startup, SSLRequest, GSSENCRequest, CancelRequest) has no tag. Every
+//! length is checked against a cap before any memory is committed to it, so a hostile
+//! length can neither allocate nor stall a connection.
+
+/// Why a frame could not be read. Any of these leaves the stream in an unknown state:
+/// the connection must be closed after answering.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    #[error("message length {len} exceeds the limit of {max} bytes")]
+    TooLarge { len: usize, max: usize },
+    #[error("invalid message length {0}")]
+    BadLength(i64),
+}
+
+/// The header of a tagged message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub tag: u8,
+    /// Length of the whole frame: tag + length field + body.
+    pub frame_len: usize,
+}
+
+impl Header {
+    pub fn body_len(&self) -> usize {
+        self.frame_len - 5
+    }
+}
+
+/// Reads the header of a tagged message at the start of `buf`, if 5 bytes are there.
+pub fn header(buf: &[u8], max: usize) -> Result<Option<Header>, FrameError> {
+    if buf.len() < 5 {
+        return Ok(None);
+    }
+    let len = i32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as i64;
+    if len < 4 {
+        return Err(FrameError::BadLength(len));
+    }
+    let len = len as usize;
+    if len > max {
+        return Err(FrameError::TooLarge { len, max });
+    }
+    Ok(Some(Header { tag: buf[0], frame_len: len + 1 }))
+}
+
+/// Length of the complete tagged frame at the start of `buf`, or `None` if more bytes
+/// are needed.
+pub fn complete_frame(buf: &[u8], max: usize) -> Result<Option<Header>, FrameError> {
+    match header(buf, max)? {
+        Some(h) if buf.len() >= h.frame_len => Ok(Some(h)),
+        _ => Ok(None),
+    }
+}
+
+/// Length of the complete untagged (startup-phase) frame at the start of `buf`.
+pub fn startup_frame(buf: &[u8], max: usize) -> Result<Option<usize>, FrameError> {
+    if buf.len() < 4 {
+        return Ok(None);
+    }
+    let len = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as i64;
+    if len < 8 {
+        return Err(FrameError::BadLength(len));
+    }
+    let len = len as usize;
+    if len > max {
+        return Err(FrameError::TooLarge { len, max });
+    }
+    Ok(if buf.len() >= len { Some(len) } else { None })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn reads_headers() {
+        let buf = [b'Q', 0, 0, 0, 9, b's', b'e', b'l', 0, b'X'];
+        let h = complete_frame(&buf, 1024).unwrap().unwrap();
+        assert_eq!(h, Header { tag: b'Q', frame_len: 10 });
+        assert_eq!(complete_frame(&buf[..8], 1024).unwrap(), None);
+        assert_eq!(complete_frame(&buf[..3], 1024).unwrap(), None);
+    }
+
+    #[test]
+    fn rejects_bad_lengths() {
+        assert_eq!(header(&[b'Q', 0, 0, 0, 3], 99), Err(FrameError::BadLength(3)));
+        assert_eq!(header(&[b'Q', 0xff, 0xff, 0xff, 0xff], 99), Err(FrameError::BadLength(-1)));
+        assert_eq!(
+            header(&[b'Q', 0, 0, 1, 0], 99),
+            Err(FrameError::TooLarge { len: 256, max: 99 })
+        );
+        assert_eq!(startup_frame(&[0, 0, 0, 7], 99), Err(FrameError::BadLength(7)));
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_and_respects_cap(bytes in proptest::collection::vec(any::<u8>(), 0..64), max in 5usize..1000) {
+            if let Ok(Some(h)) = complete_frame(&bytes, max) {
+                prop_assert!(h.frame_len <= bytes.len());
+                prop_assert!(h.frame_len <= max + 1);
+                prop_assert!(h.frame_len >= 5);
+            }
+            if let Ok(Some(n)) = startup_frame(&bytes, max) {
+                prop_assert!(n <= bytes.len() && n <= max && n >= 8);
+            }
+        }
+
+        #[test]
+        fn splits_any_sequence(bodies in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..10)) {
+            let mut buf = Vec::new();
+            for b in &bodies {
+                buf.push(b'd');
+                buf.extend_from_slice(&((b.len() + 4) as i32).to_be_bytes());
+                buf.extend_from_slice(b);
+            }
+            let mut rest = &buf[..];
+            let mut n = 0;
+            while let Some(h) = complete_frame(rest, 1 << 20).unwrap() {
+                prop_assert_eq!(h.body_len(), bodies[n].len());
+                rest = &rest[h.frame_len..];
+                n += 1;
+            }
+            prop_assert_eq!(n, bodies.len());
+            prop_assert!(rest.is_empty());
+        }
+    }
+}

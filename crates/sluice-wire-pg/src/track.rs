@@ -1,0 +1,267 @@
+//! Response tracker: pairs each message sent to a server with the responses it causes.
+//!
+//! The extended protocol lets a client pipeline many messages before a Sync; a server
+//! answers them in order, and after an error skips everything up to the next Sync. When
+//! Sluice pools connections it must also send messages the client never wrote (a Parse
+//! re-preparing a statement on a connection that lacks it, a SET replaying the client's
+//! session state) and answer some messages itself (a CloseComplete for a statement it
+//! keeps cached). The tracker keeps one entry per message in flight, in order, and tells
+//! the caller for each server frame whether it belongs to the client (forward) or to
+//! Sluice (drop); answers Sluice gives itself are released exactly when the server would
+//! have given them. It also tells when a connection is at rest: no message in flight.
+
+use bytes::{Bytes, BytesMut};
+use std::collections::VecDeque;
+
+/// The kind of request an entry stands for; it decides which frame completes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Parse,
+    Bind,
+    Describe,
+    Execute,
+    Close,
+    Sync,
+    /// A simple Query: complete at ReadyForQuery.
+    Query,
+    FunctionCall,
+}
+
+/// Who the responses of an entry are for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// Sent on behalf of the client: responses are forwarded.
+    Client,
+    /// Sent by Sluice: responses are dropped.
+    Injected,
+    /// Not sent at all: Sluice answers with these bytes when its turn comes.
+    Synthetic(Bytes),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    Failed,
+    /// Never executed: an earlier message of the same Sync batch failed.
+    Skipped,
+}
+
+/// A finished entry: the caller's token, its kind and how it ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Done {
+    pub token: u64,
+    pub kind: Kind,
+    pub outcome: Outcome,
+}
+
+#[derive(Debug)]
+struct Entry {
+    kind: Kind,
+    origin: Origin,
+    token: u64,
+}
+
+/// A frame arrived that no request in flight can explain: the connection's state is
+/// unknown and it must be closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("protocol desync: unexpected message '{}' from server", char::from(*.0))]
+pub struct Desync(pub u8);
+
+#[derive(Debug, Default)]
+pub struct Tracker {
+    queue: VecDeque<Entry>,
+    done: Vec<Done>,
+}
+
+impl Tracker {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records a message just written to the server.
+    pub fn push(&mut self, kind: Kind, origin: Origin, token: u64) {
+        self.queue.push_back(Entry { kind, origin, token });
+    }
+
+    /// No request in flight.
+    pub fn is_idle(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Appends the answers Sluice gives itself that are now due (those at the head of the
+    /// queue) to `out`.
+    pub fn release_synthetic(&mut self, out: &mut BytesMut) {
+        while let Some(Entry { origin: Origin::Synthetic(bytes), .. }) = self.queue.front() {
+            out.extend_from_slice(bytes);
+            if let Some(e) = self.queue.pop_front() {
+                self.done.push(Done { token: e.token, kind: e.kind, outcome: Outcome::Ok });
+            }
+        }
+    }
+
+    /// Accounts for one server frame. Returns whether the frame goes to the client.
+    /// Call [`Tracker::release_synthetic`] before and after each call.
+    pub fn on_frame(&mut self, tag: u8) -> Result<bool, Desync> {
+        let Some(head) = self.queue.front() else {
+            // Asynchronous messages may arrive at any time, and so may a FATAL error
+            // (e.g. the server shutting down).
+            return match tag {
+                b'N' | b'A' | b'S' | b'E' => Ok(true),
+                _ => Err(Desync(tag)),
+            };
+        };
+        let forward = matches!(head.origin, Origin::Client) || tag == b'A';
+        let kind = head.kind;
+        match (kind, tag) {
+            (_, b'N' | b'A' | b'S') => {}
+            (Kind::Query | Kind::FunctionCall, b'Z') => self.complete(Outcome::Ok),
+            (Kind::Query | Kind::FunctionCall, _) => {}
+            (Kind::Sync, b'Z') => self.complete(Outcome::Ok),
+            (Kind::Sync, b'E') => {}
+            (Kind::Sync, _) => return Err(Desync(tag)),
+            (_, b'E') => {
+                self.complete(Outcome::Failed);
+                while let Some(e) = self.queue.front() {
+                    if e.kind == Kind::Sync {
+                        break;
+                    }
+                    self.complete(Outcome::Skipped);
+                }
+            }
+            (Kind::Parse, b'1')
+            | (Kind::Bind, b'2')
+            | (Kind::Close, b'3')
+            | (Kind::Describe, b'T' | b'n')
+            | (Kind::Execute, b'C' | b'I' | b's') => self.complete(Outcome::Ok),
+            (Kind::Describe, b't') => {}
+            (Kind::Execute, b'D' | b'G' | b'H' | b'W' | b'd' | b'c') => {}
+            _ => return Err(Desync(tag)),
+        }
+        Ok(forward)
+    }
+
+    fn complete(&mut self, outcome: Outcome) {
+        if let Some(e) = self.queue.pop_front() {
+            self.done.push(Done { token: e.token, kind: e.kind, outcome });
+        }
+    }
+
+    /// Entries finished since the last call.
+    pub fn take_done(&mut self) -> std::vec::Drain<'_, Done> {
+        self.done.drain(..)
+    }
+
+    pub fn has_done(&self) -> bool {
+        !self.done.is_empty()
+    }
+
+    /// Forgets everything (the connection is being closed).
+    pub fn clear(&mut self) {
+        self.queue.clear();
+        self.done.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(t: &mut Tracker, tags: &[u8]) -> (Vec<bool>, Vec<u8>) {
+        let mut fwd = Vec::new();
+        let mut out = BytesMut::new();
+        for &tag in tags {
+            t.release_synthetic(&mut out);
+            fwd.push(t.on_frame(tag).unwrap());
+        }
+        t.release_synthetic(&mut out);
+        (fwd, out.to_vec())
+    }
+
+    #[test]
+    fn injected_parse_is_hidden() {
+        let mut t = Tracker::new();
+        t.push(Kind::Parse, Origin::Injected, 1);
+        t.push(Kind::Bind, Origin::Client, 2);
+        t.push(Kind::Execute, Origin::Client, 3);
+        t.push(Kind::Sync, Origin::Client, 4);
+        let (fwd, _) = run(&mut t, b"12DDCZ");
+        assert_eq!(fwd, [false, true, true, true, true, true]);
+        assert!(t.is_idle());
+        assert_eq!(t.take_done().count(), 4);
+    }
+
+    #[test]
+    fn synthetic_answers_come_in_order() {
+        let mut t = Tracker::new();
+        t.push(Kind::Bind, Origin::Client, 1);
+        t.push(Kind::Close, Origin::Synthetic(Bytes::from_static(b"3")), 2);
+        t.push(Kind::Sync, Origin::Client, 3);
+        let mut out = BytesMut::new();
+        t.release_synthetic(&mut out);
+        assert!(out.is_empty());
+        assert!(t.on_frame(b'2').unwrap());
+        t.release_synthetic(&mut out);
+        assert_eq!(&out[..], b"3");
+        assert!(t.on_frame(b'Z').unwrap());
+        assert!(t.is_idle());
+    }
+
+    #[test]
+    fn error_skips_to_sync() {
+        let mut t = Tracker::new();
+        t.push(Kind::Parse, Origin::Client, 1);
+        t.push(Kind::Bind, Origin::Client, 2);
+        t.push(Kind::Close, Origin::Synthetic(Bytes::from_static(b"3")), 3);
+        t.push(Kind::Execute, Origin::Client, 4);
+        t.push(Kind::Sync, Origin::Client, 5);
+        t.push(Kind::Query, Origin::Client, 6);
+        let (fwd, out) = run(&mut t, b"EZTDCZ");
+        assert_eq!(fwd, [true; 6]);
+        assert!(out.is_empty(), "a skipped synthetic answer is never sent");
+        let done: Vec<_> = t.take_done().map(|d| (d.token, d.outcome)).collect();
+        assert_eq!(
+            done,
+            [
+                (1, Outcome::Failed),
+                (2, Outcome::Skipped),
+                (3, Outcome::Skipped),
+                (4, Outcome::Skipped),
+                (5, Outcome::Ok),
+                (6, Outcome::Ok)
+            ]
+        );
+    }
+
+    #[test]
+    fn simple_query_errors_wait_for_ready() {
+        let mut t = Tracker::new();
+        t.push(Kind::Query, Origin::Injected, 1);
+        t.push(Kind::Query, Origin::Client, 2);
+        let (fwd, _) = run(&mut t, b"CSEZTDCZ");
+        assert_eq!(fwd, [false, false, false, false, true, true, true, true]);
+    }
+
+    #[test]
+    fn desync_is_detected() {
+        let mut t = Tracker::new();
+        assert_eq!(t.on_frame(b'Z'), Err(Desync(b'Z')));
+        t.push(Kind::Bind, Origin::Client, 1);
+        assert_eq!(t.on_frame(b'1'), Err(Desync(b'1')));
+        assert!(t.on_frame(b'N').unwrap());
+    }
+
+    #[test]
+    fn describe_statement_and_copy() {
+        let mut t = Tracker::new();
+        t.push(Kind::Describe, Origin::Client, 1);
+        t.push(Kind::Execute, Origin::Client, 2);
+        t.push(Kind::Sync, Origin::Client, 3);
+        let (fwd, _) = run(&mut t, b"tTHddcCZ");
+        assert!(fwd.iter().all(|f| *f));
+        assert!(t.is_idle());
+    }
+}
