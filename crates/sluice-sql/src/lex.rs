@@ -1,0 +1,214 @@
+//! Tokenizer: words, quoted strings, punctuation; comments and whitespace skipped.
+
+/// One token, borrowing the query text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Token<'a> {
+    /// An unquoted word (keyword or identifier), as written.
+    Word(&'a [u8]),
+    /// A double-quoted identifier, without the quotes (doubled quotes left as they are).
+    Quoted(&'a [u8]),
+    /// A string literal (any quoting), with its quotes.
+    Str(&'a [u8]),
+    Number(&'a [u8]),
+    /// `;` ends a statement.
+    Semicolon,
+    Punct(u8),
+}
+
+impl<'a> Token<'a> {
+    /// Case-insensitive match of a word.
+    pub fn is(&self, kw: &str) -> bool {
+        matches!(self, Token::Word(w) if w.eq_ignore_ascii_case(kw.as_bytes()))
+    }
+
+    /// The identifier a word or quoted identifier names (words lowercased).
+    pub fn ident(&self) -> Option<String> {
+        match self {
+            Token::Word(w) => Some(String::from_utf8_lossy(w).to_ascii_lowercase()),
+            Token::Quoted(q) => Some(String::from_utf8_lossy(q).into_owned()),
+            _ => None,
+        }
+    }
+}
+
+/// Iterator over the tokens of a query string.
+pub struct Tokens<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Tokens<'a> {
+    pub fn new(s: &'a [u8]) -> Self {
+        Tokens { s, i: 0 }
+    }
+
+    /// Byte offset of the next token (after skipping nothing yet).
+    pub fn offset(&self) -> usize {
+        self.i
+    }
+
+    fn skip_space_and_comments(&mut self) {
+        let s = self.s;
+        loop {
+            while self.i < s.len() && s[self.i].is_ascii_whitespace() {
+                self.i += 1;
+            }
+            if s[self.i..].starts_with(b"--") {
+                while self.i < s.len() && s[self.i] != b'\n' {
+                    self.i += 1;
+                }
+            } else if s[self.i..].starts_with(b"/*") {
+                let mut depth = 0usize;
+                while self.i < s.len() {
+                    if s[self.i..].starts_with(b"/*") {
+                        depth += 1;
+                        self.i += 2;
+                    } else if s[self.i..].starts_with(b"*/") {
+                        depth -= 1;
+                        self.i += 2;
+                        if depth == 0 {
+                            break;
+                        }
+                    } else {
+                        self.i += 1;
+                    }
+                }
+            } else {
+                return;
+            }
+        }
+    }
+
+    fn quoted(&mut self, q: u8, backslash: bool) -> usize {
+        let s = self.s;
+        self.i += 1;
+        while self.i < s.len() {
+            let c = s[self.i];
+            if backslash && c == b'\\' {
+                self.i += 2;
+                continue;
+            }
+            self.i += 1;
+            if c == q {
+                if self.i < s.len() && s[self.i] == q {
+                    self.i += 1;
+                    continue;
+                }
+                break;
+            }
+        }
+        self.i = self.i.min(s.len());
+        self.i
+    }
+
+    /// `$tag$ ... $tag$` starting at self.i, if it is one.
+    fn dollar(&mut self) -> Option<usize> {
+        let s = self.s;
+        let start = self.i;
+        let mut j = start + 1;
+        while j < s.len() && (s[j].is_ascii_alphanumeric() || s[j] == b'_') {
+            j += 1;
+        }
+        if j >= s.len() || s[j] != b'$' || s.get(start + 1).is_some_and(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        let tag = &s[start..=j];
+        let body = j + 1;
+        let end = memfind(&s[body..], tag).map_or(s.len(), |p| body + p + tag.len());
+        self.i = end;
+        Some(end)
+    }
+}
+
+fn memfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn is_word_byte(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80
+}
+
+impl<'a> Iterator for Tokens<'a> {
+    type Item = Token<'a>;
+
+    fn next(&mut self) -> Option<Token<'a>> {
+        self.skip_space_and_comments();
+        let s = self.s;
+        let start = self.i;
+        let c = *s.get(start)?;
+        let tok = match c {
+            b'\'' => Token::Str(&s[start..self.quoted(b'\'', false)]),
+            b'"' => {
+                let end = self.quoted(b'"', false);
+                Token::Quoted(&s[start + 1..end.saturating_sub(1).max(start + 1)])
+            }
+            b'$' => match self.dollar() {
+                Some(end) => Token::Str(&s[start..end]),
+                None => {
+                    self.i += 1;
+                    while self.i < s.len() && s[self.i].is_ascii_digit() {
+                        self.i += 1;
+                    }
+                    Token::Punct(b'$')
+                }
+            },
+            b'e' | b'E' if s.get(start + 1) == Some(&b'\'') => {
+                self.i += 1;
+                let end = self.quoted(b'\'', true);
+                Token::Str(&s[start..end])
+            }
+            b';' => {
+                self.i += 1;
+                Token::Semicolon
+            }
+            c if c.is_ascii_digit() => {
+                while self.i < s.len() && (s[self.i].is_ascii_alphanumeric() || s[self.i] == b'.') {
+                    self.i += 1;
+                }
+                Token::Number(&s[start..self.i])
+            }
+            c if is_word_byte(c) => {
+                while self.i < s.len() && is_word_byte(s[self.i]) {
+                    self.i += 1;
+                }
+                Token::Word(&s[start..self.i])
+            }
+            c => {
+                self.i += 1;
+                Token::Punct(c)
+            }
+        };
+        Some(tok)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        Tokens::new(s.as_bytes())
+            .map(|t| match t {
+                Token::Word(w) | Token::Quoted(w) | Token::Str(w) | Token::Number(w) => {
+                    String::from_utf8_lossy(w).into_owned()
+                }
+                Token::Semicolon => ";".into(),
+                Token::Punct(c) => char::from(c).to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn skips_comments_and_quotes() {
+        assert_eq!(words("/* a /* b */ c */ SET x -- no\n= 'a;b'"), ["SET", "x", "=", "'a;b'"]);
+        assert_eq!(words("select $q$ ; $q$ ; E'\\'';"), ["select", "$q$ ; $q$", ";", "E'\\''", ";"]);
+        assert_eq!(words("\"My \"\"T\"\"\" $1"), ["My \"\"T\"\"", "$"]);
+    }
+
+    #[test]
+    fn never_panics_on_unterminated() {
+        for s in ["'abc", "\"abc", "$a$ x", "/* x", "E'\\", "$", "--"] {
+            let _ = words(s);
+        }
+    }
+}
