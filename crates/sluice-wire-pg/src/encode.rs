@@ -200,6 +200,9 @@ mod tests {
         assert_eq!(msg::bind(&b[5..]).unwrap().1, b"sluice_1");
         let mut b = BytesMut::new();
         startup(&mut b, &[("user".into(), "u".into())]);
-        assert!(matches!(msg::startup_request(&b), Some(msg::StartupRequest::Startup { .. })));
+        assert!(matches!(
+            msg::startup_request(&b),
+            Some(msg::StartupRequest::Startup { .. })
+        ));
     }
 }

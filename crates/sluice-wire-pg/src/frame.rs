@@ -42,7 +42,10 @@ pub fn header(buf: &[u8], max: usize) -> Result<Option<Header>, FrameError> {
     if len > max {
         return Err(FrameError::TooLarge { len, max });
     }
-    Ok(Some(Header { tag: buf[0], frame_len: len + 1 }))
+    Ok(Some(Header {
+        tag: buf[0],
+        frame_len: len + 1,
+    }))
 }
 
 /// Length of the complete tagged frame at the start of `buf`, or `None` if more bytes
@@ -79,20 +82,35 @@ mod tests {
     fn reads_headers() {
         let buf = [b'Q', 0, 0, 0, 9, b's', b'e', b'l', 0, b'X'];
         let h = complete_frame(&buf, 1024).unwrap().unwrap();
-        assert_eq!(h, Header { tag: b'Q', frame_len: 10 });
+        assert_eq!(
+            h,
+            Header {
+                tag: b'Q',
+                frame_len: 10
+            }
+        );
         assert_eq!(complete_frame(&buf[..8], 1024).unwrap(), None);
         assert_eq!(complete_frame(&buf[..3], 1024).unwrap(), None);
     }
 
     #[test]
     fn rejects_bad_lengths() {
-        assert_eq!(header(&[b'Q', 0, 0, 0, 3], 99), Err(FrameError::BadLength(3)));
-        assert_eq!(header(&[b'Q', 0xff, 0xff, 0xff, 0xff], 99), Err(FrameError::BadLength(-1)));
+        assert_eq!(
+            header(&[b'Q', 0, 0, 0, 3], 99),
+            Err(FrameError::BadLength(3))
+        );
+        assert_eq!(
+            header(&[b'Q', 0xff, 0xff, 0xff, 0xff], 99),
+            Err(FrameError::BadLength(-1))
+        );
         assert_eq!(
             header(&[b'Q', 0, 0, 1, 0], 99),
             Err(FrameError::TooLarge { len: 256, max: 99 })
         );
-        assert_eq!(startup_frame(&[0, 0, 0, 7], 99), Err(FrameError::BadLength(7)));
+        assert_eq!(
+            startup_frame(&[0, 0, 0, 7], 99),
+            Err(FrameError::BadLength(7))
+        );
     }
 
     proptest! {
@@ -126,5 +144,93 @@ mod tests {
             prop_assert_eq!(n, bodies.len());
             prop_assert!(rest.is_empty());
         }
+    }
+}
+
+/// One step of reading a stream of tagged frames without holding large ones whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Item {
+    /// A whole frame is at the start of the buffer (`frame_len` bytes).
+    Whole(Header),
+    /// Only the 5 header bytes of a large frame; its body follows as chunks.
+    Head(Header),
+    /// `n` bytes of the body of the last `Head` frame.
+    Chunk(usize),
+}
+
+/// Walks a byte stream frame by frame. Frames larger than `stream_over` whose tag the
+/// caller does not need whole are passed on in pieces, so memory stays bounded by the
+/// read buffer whatever the message size (up to the cap).
+#[derive(Debug, Default, Clone)]
+pub struct Scanner {
+    skip: usize,
+}
+
+impl Scanner {
+    /// Bytes of the current streamed frame's body still to come.
+    pub fn in_frame(&self) -> bool {
+        self.skip > 0
+    }
+
+    pub fn next(
+        &mut self,
+        buf: &[u8],
+        max: usize,
+        stream_over: usize,
+        whole: impl Fn(u8) -> bool,
+    ) -> Result<Option<Item>, FrameError> {
+        if self.skip > 0 {
+            let n = self.skip.min(buf.len());
+            if n == 0 {
+                return Ok(None);
+            }
+            self.skip -= n;
+            return Ok(Some(Item::Chunk(n)));
+        }
+        let Some(h) = header(buf, max)? else {
+            return Ok(None);
+        };
+        if buf.len() >= h.frame_len {
+            return Ok(Some(Item::Whole(h)));
+        }
+        if h.frame_len > stream_over && !whole(h.tag) {
+            self.skip = h.body_len();
+            return Ok(Some(Item::Head(h)));
+        }
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod scanner_tests {
+    use super::*;
+
+    #[test]
+    fn streams_large_frames() {
+        let mut buf = vec![b'd', 0, 0, 0, 104];
+        buf.extend_from_slice(&[7; 50]);
+        let mut s = Scanner::default();
+        let item = s.next(&buf, 1000, 64, |_| false).unwrap();
+        assert_eq!(
+            item,
+            Some(Item::Head(Header {
+                tag: b'd',
+                frame_len: 105
+            }))
+        );
+        assert!(s.in_frame());
+        assert_eq!(
+            s.next(&buf[5..], 1000, 64, |_| false).unwrap(),
+            Some(Item::Chunk(50))
+        );
+        assert_eq!(s.next(&[], 1000, 64, |_| false).unwrap(), None);
+        assert_eq!(
+            s.next(&[1; 60], 1000, 64, |_| false).unwrap(),
+            Some(Item::Chunk(50))
+        );
+        assert!(!s.in_frame());
+        // Frames the caller needs whole wait for all their bytes.
+        let mut s = Scanner::default();
+        assert_eq!(s.next(&buf, 1000, 64, |t| t == b'd').unwrap(), None);
     }
 }

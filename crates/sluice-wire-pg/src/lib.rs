@@ -15,4 +15,4 @@ pub mod msg;
 pub mod scram;
 pub mod track;
 
-pub use frame::{FrameError, Header};
+pub use frame::{FrameError, Header, Item, Scanner};

@@ -77,9 +77,15 @@ fn be_i32(buf: &[u8]) -> Option<i32> {
 pub enum StartupRequest {
     Ssl,
     GssEnc,
-    Cancel { pid: i32, secret: i32 },
+    Cancel {
+        pid: i32,
+        secret: i32,
+    },
     /// A StartupMessage: protocol version and its parameters in order.
-    Startup { version: i32, params: Vec<(String, String)> },
+    Startup {
+        version: i32,
+        params: Vec<(String, String)>,
+    },
 }
 
 /// Parses an untagged startup-phase frame (including its length field).
@@ -107,7 +113,10 @@ pub fn startup_request(frame: &[u8]) -> Option<StartupRequest> {
                 params.push((name.to_owned(), value.to_owned()));
                 rest = r;
             }
-            Some(StartupRequest::Startup { version: code, params })
+            Some(StartupRequest::Startup {
+                version: code,
+                params,
+            })
         }
     }
 }
@@ -248,7 +257,10 @@ mod tests {
         assert_eq!(startup_request(&b), Some(StartupRequest::Ssl));
         let mut b = BytesMut::new();
         frontend::cancel_request(7, -3, &mut b);
-        assert_eq!(startup_request(&b), Some(StartupRequest::Cancel { pid: 7, secret: -3 }));
+        assert_eq!(
+            startup_request(&b),
+            Some(StartupRequest::Cancel { pid: 7, secret: -3 })
+        );
         assert_eq!(startup_request(&[0, 0, 0, 9, 0, 3, 0, 0, b'x']), None);
     }
 

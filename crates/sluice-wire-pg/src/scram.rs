@@ -147,7 +147,9 @@ impl ServerExchange {
                 nonce = Some(v);
             }
         }
-        let cbind = B64.decode(cbind.ok_or(ScramError::Malformed)?).map_err(|_| ScramError::Malformed)?;
+        let cbind = B64
+            .decode(cbind.ok_or(ScramError::Malformed)?)
+            .map_err(|_| ScramError::Malformed)?;
         if cbind != self.gs2_header.as_bytes() {
             return Err(ScramError::ChannelBinding);
         }
@@ -159,8 +161,10 @@ impl ServerExchange {
             .ok()
             .and_then(|p| p.try_into().ok())
             .ok_or(ScramError::Malformed)?;
-        let auth_message =
-            format!("{},{},{}", self.client_first_bare, self.server_first, without_proof);
+        let auth_message = format!(
+            "{},{},{}",
+            self.client_first_bare, self.server_first, without_proof
+        );
         let signature = hmac(&self.verifier.stored_key, auth_message.as_bytes());
         let mut client_key = [0u8; 32];
         for i in 0..32 {
@@ -189,9 +193,13 @@ mod tests {
     fn exchange(verifier: &Verifier, password: &[u8]) -> Result<(), ScramError> {
         let mut client = ScramSha256::new(password, ChannelBinding::unsupported());
         let (ex, server_first) = ServerExchange::start(verifier, client.message(), &new_nonce())?;
-        client.update(server_first.as_bytes()).map_err(|_| ScramError::Malformed)?;
+        client
+            .update(server_first.as_bytes())
+            .map_err(|_| ScramError::Malformed)?;
         let (server_final, _) = ex.finish(client.message())?;
-        client.finish(server_final.as_bytes()).map_err(|_| ScramError::Malformed)
+        client
+            .finish(server_final.as_bytes())
+            .map_err(|_| ScramError::Malformed)
     }
 
     #[test]
@@ -218,6 +226,9 @@ mod tests {
         assert!(ServerExchange::start(&v, b"n,,n=,r=", "n").is_err());
         assert!(ServerExchange::start(&v, b"p=tls-server-end-point,,n=,r=a", "n").is_err());
         let (ex, _) = ServerExchange::start(&v, b"n,,n=,r=abc", "def").unwrap();
-        assert_eq!(ex.finish(b"c=biws,r=abcdef,p=AAAA").err(), Some(ScramError::Malformed));
+        assert_eq!(
+            ex.finish(b"c=biws,r=abcdef,p=AAAA").err(),
+            Some(ScramError::Malformed)
+        );
     }
 }

@@ -80,12 +80,21 @@ impl Tracker {
 
     /// Records a message just written to the server.
     pub fn push(&mut self, kind: Kind, origin: Origin, token: u64) {
-        self.queue.push_back(Entry { kind, origin, token });
+        self.queue.push_back(Entry {
+            kind,
+            origin,
+            token,
+        });
     }
 
     /// No request in flight.
     pub fn is_idle(&self) -> bool {
         self.queue.is_empty()
+    }
+
+    /// The token of the request the next server frame belongs to.
+    pub fn head_token(&self) -> Option<u64> {
+        self.queue.front().map(|e| e.token)
     }
 
     pub fn in_flight(&self) -> usize {
@@ -95,10 +104,18 @@ impl Tracker {
     /// Appends the answers Sluice gives itself that are now due (those at the head of the
     /// queue) to `out`.
     pub fn release_synthetic(&mut self, out: &mut BytesMut) {
-        while let Some(Entry { origin: Origin::Synthetic(bytes), .. }) = self.queue.front() {
+        while let Some(Entry {
+            origin: Origin::Synthetic(bytes),
+            ..
+        }) = self.queue.front()
+        {
             out.extend_from_slice(bytes);
             if let Some(e) = self.queue.pop_front() {
-                self.done.push(Done { token: e.token, kind: e.kind, outcome: Outcome::Ok });
+                self.done.push(Done {
+                    token: e.token,
+                    kind: e.kind,
+                    outcome: Outcome::Ok,
+                });
             }
         }
     }
@@ -146,7 +163,11 @@ impl Tracker {
 
     fn complete(&mut self, outcome: Outcome) {
         if let Some(e) = self.queue.pop_front() {
-            self.done.push(Done { token: e.token, kind: e.kind, outcome });
+            self.done.push(Done {
+                token: e.token,
+                kind: e.kind,
+                outcome,
+            });
         }
     }
 

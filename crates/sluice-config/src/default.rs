@@ -1,0 +1,50 @@
+//! The built-in default configuration: what `sluice` runs when started without a
+//! configuration file. It is kept as TOML text ([`BUILTIN_DEFAULT_TOML`]) so that the docs and
+//! the CLI can show exactly what runs, and [`builtin_default`] parses it with the same code
+//! as any other file.
+
+use crate::schema::Config;
+use crate::{ValidateOptions, parse_with};
+
+/// The built-in default configuration as TOML.
+pub const BUILTIN_DEFAULT_TOML: &str = r#"# Sluice built-in default configuration.
+
+[servers.pg]
+protocol = "postgres"
+host = "127.0.0.1"
+port = 5432
+
+[clusters.pg]
+servers = ["pg"]
+
+[pools.default]
+mode = "session"
+
+[listeners.pg]
+protocol = "postgres"
+address = "127.0.0.1:6432"
+cluster = "pg"
+pool = "default"
+auth = "passthrough"
+tls = "disable"
+
+# MySQL: a default server, cluster and listener for MySQL/MariaDB go here once the MySQL
+# frontend exists ([servers.mysql] 127.0.0.1:3306, [listeners.mysql] 127.0.0.1:6033).
+"#;
+
+/// File name used in errors about the built-in default.
+pub const BUILTIN_DEFAULT_NAME: &str = "<built-in default>";
+
+/// The configuration `sluice` runs with no arguments: a PostgreSQL listener on
+/// 127.0.0.1:6432 relaying to a server on 127.0.0.1:5432 with passthrough auth.
+pub fn builtin_default() -> Config {
+    let options = ValidateOptions {
+        check_files: false,
+        base_dir: None,
+    };
+    match parse_with(BUILTIN_DEFAULT_TOML, BUILTIN_DEFAULT_NAME, &options) {
+        Ok(config) => config,
+        // The text is a constant covered by unit tests; failing here is a bug in this crate.
+        Err(errors) => panic!("the built-in default configuration is invalid:\n{errors}"),
+    }
+}

@@ -1,0 +1,349 @@
+//! The typed configuration the server runs on: [`Config`] and one struct per section. Every
+//! value here has been parsed and validated (durations are `Duration`, sizes are byte counts,
+//! passwords are decoded [`Secret`]s, references between sections resolve), so the listener,
+//! frontend, pool and backend code read fields directly and never re-check them. Defaults
+//! live in the `DEFAULT_*` constants and the `Default`/`with_defaults` constructors below.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use crate::secret::Secret;
+
+/// Declares a config enum with its TOML spellings.
+macro_rules! string_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name { $($(#[$vmeta])* $variant),+ }
+
+        impl $name {
+            /// Every variant with its spelling in the configuration file.
+            pub const ALL: &'static [(&'static str, $name)] = &[$(($text, $name::$variant)),+];
+
+            /// The spelling in the configuration file.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                Self::ALL
+                    .iter()
+                    .find(|(text, _)| *text == s)
+                    .map(|(_, v)| *v)
+                    .ok_or_else(|| crate::reader::expected_one_of(s, Self::ALL))
+            }
+        }
+    };
+}
+
+string_enum! {
+    /// The wire protocol of a server, cluster or listener.
+    Protocol { Postgres = "postgres", Mysql = "mysql" }
+}
+
+string_enum! {
+    /// How long a client keeps its server connection.
+    PoolMode {
+        /// For the whole client session.
+        Session = "session",
+        /// Until the end of each transaction (longer if the session state ledger pins it).
+        Transaction = "transaction",
+    }
+}
+
+string_enum! {
+    /// How a listener authenticates clients.
+    AuthMethod {
+        /// Relay the auth exchange to the server; users are the server's.
+        Passthrough = "passthrough",
+        /// SCRAM-SHA-256 against `[users]`.
+        ScramSha256 = "scram-sha-256",
+        /// md5 against `[users]`.
+        Md5 = "md5",
+        /// Any user listed in `[users]`, no password.
+        Trust = "trust",
+    }
+}
+
+string_enum! {
+    /// TLS towards clients.
+    ClientTls {
+        /// Answer `N` to SSLRequest.
+        Disable = "disable",
+        /// Answer `S` if the client asks.
+        Allow = "allow",
+        /// Refuse clients that do not use TLS.
+        Require = "require",
+    }
+}
+
+string_enum! {
+    /// TLS towards servers, with libpq's `sslmode` meanings.
+    ServerTls {
+        Disable = "disable",
+        Prefer = "prefer",
+        Require = "require",
+        VerifyCa = "verify-ca",
+        VerifyFull = "verify-full",
+    }
+}
+
+string_enum! {
+    /// Log output format.
+    LogFormat { Text = "text", Json = "json" }
+}
+
+impl Protocol {
+    /// The server port used when `port` is not given.
+    pub fn default_port(self) -> u16 {
+        match self {
+            Protocol::Postgres => 5432,
+            Protocol::Mysql => 3306,
+        }
+    }
+}
+
+impl ServerTls {
+    /// True when the server certificate must be checked against `tls_ca_file`.
+    pub fn verifies(self) -> bool {
+        matches!(self, ServerTls::VerifyCa | ServerTls::VerifyFull)
+    }
+}
+
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_LOG_LEVEL: &str = "info";
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 64 << 20;
+pub const MIN_MAX_MESSAGE_SIZE: usize = 1 << 10;
+pub const MAX_MAX_MESSAGE_SIZE: usize = 1 << 30;
+pub const DEFAULT_MAX_CLIENT_CONNECTIONS: usize = 10_000;
+pub const DEFAULT_POOL_NAME: &str = "default";
+pub const DEFAULT_POOL_SIZE: usize = 20;
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+pub const DEFAULT_SERVER_LIFETIME: Duration = Duration::from_secs(3600);
+pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_POOL_MAX_CLIENT_CONNECTIONS: usize = 1000;
+pub const DEFAULT_STATEMENT_CACHE_SIZE: usize = 256;
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub general: General,
+    pub servers: BTreeMap<String, Server>,
+    pub clusters: BTreeMap<String, Cluster>,
+    pub users: BTreeMap<String, User>,
+    pub pools: BTreeMap<String, Pool>,
+    pub listeners: BTreeMap<String, Listener>,
+}
+
+/// `[general]`: process-wide settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct General {
+    /// Graceful drain on SIGTERM/SIGINT: how long to wait for transactions in flight.
+    pub shutdown_timeout: Duration,
+    pub log_format: LogFormat,
+    /// A tracing filter string, e.g. `info,sluice=debug`.
+    pub log_level: String,
+    /// Cap on one protocol message, client or server, in bytes.
+    pub max_message_size: usize,
+    /// Process-wide cap on client connections.
+    pub max_client_connections: usize,
+    /// Runtime worker threads; 0 = number of cores.
+    pub worker_threads: usize,
+}
+
+impl Default for General {
+    fn default() -> Self {
+        General {
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            log_format: LogFormat::Text,
+            log_level: DEFAULT_LOG_LEVEL.to_string(),
+            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            max_client_connections: DEFAULT_MAX_CLIENT_CONNECTIONS,
+            worker_threads: 0,
+        }
+    }
+}
+
+/// `[servers.NAME]`: one backend database server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Server {
+    /// The NAME in `[servers.NAME]`.
+    pub name: String,
+    pub protocol: Protocol,
+    pub host: String,
+    pub port: u16,
+    pub tls: ServerTls,
+    /// CA bundle for `verify-ca` / `verify-full`; relative paths are resolved against the
+    /// configuration file's directory by [`crate::load`].
+    pub tls_ca_file: Option<PathBuf>,
+    /// Name to send in SNI and to verify; `host` when not given.
+    pub tls_server_name: String,
+}
+
+impl Server {
+    /// `host:port`, with brackets around an IPv6 literal, ready for `TcpStream::connect`.
+    pub fn address(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// `[clusters.NAME]`: a set of servers of one protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cluster {
+    pub name: String,
+    /// Names of `[servers.X]`, in the order given.
+    pub servers: Vec<String>,
+}
+
+/// `[users.NAME]`: a user checked by listeners whose `auth` is not `passthrough`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub name: String,
+    /// `None`: the user can only log in through `trust` listeners.
+    pub password: Option<Secret>,
+    /// Databases this user may use; `"*"` = any.
+    pub databases: Vec<String>,
+    /// The user Sluice logs in as on the server; `None` = same name.
+    pub server_user: Option<String>,
+    /// Password for the server login; `None` = `password`.
+    pub server_password: Option<Secret>,
+    /// Per-user override of the pool's `size`.
+    pub pool_size: Option<usize>,
+}
+
+impl User {
+    /// The user name used on the server.
+    pub fn server_user(&self) -> &str {
+        self.server_user.as_deref().unwrap_or(&self.name)
+    }
+
+    /// The secret used to log in to the server (`server_password`, else `password`).
+    pub fn server_secret(&self) -> Option<&Secret> {
+        self.server_password.as_ref().or(self.password.as_ref())
+    }
+
+    /// Whether this user may connect to `database`.
+    pub fn may_use_database(&self, database: &str) -> bool {
+        self.databases.iter().any(|d| d == "*" || d == database)
+    }
+}
+
+/// `[pools.NAME]`: pooling policy used by listeners.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pool {
+    pub name: String,
+    pub mode: PoolMode,
+    /// Max server connections per (user, database).
+    pub size: usize,
+    /// Idle server connections kept open per (user, database).
+    pub min_idle: usize,
+    pub connect_timeout: Duration,
+    /// Close server connections idle longer than this; `None` = never.
+    pub idle_timeout: Option<Duration>,
+    /// Close server connections older than this when they return; `None` = never.
+    pub server_lifetime: Option<Duration>,
+    /// How long a client waits for a server connection when the pool is exhausted.
+    pub wait_timeout: Duration,
+    /// Client connections per listener using this pool.
+    pub max_client_connections: usize,
+    /// Prepared statements kept per server connection (transaction mode).
+    pub statement_cache_size: usize,
+    /// Reset command sent before a connection is reused; `None` = the protocol's default.
+    pub reset_query: Option<String>,
+}
+
+impl Pool {
+    /// A pool with every setting at its default.
+    pub fn with_defaults(name: &str) -> Pool {
+        Pool {
+            name: name.to_string(),
+            mode: PoolMode::Session,
+            size: DEFAULT_POOL_SIZE,
+            min_idle: 0,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            server_lifetime: Some(DEFAULT_SERVER_LIFETIME),
+            wait_timeout: DEFAULT_WAIT_TIMEOUT,
+            max_client_connections: DEFAULT_POOL_MAX_CLIENT_CONNECTIONS,
+            statement_cache_size: DEFAULT_STATEMENT_CACHE_SIZE,
+            reset_query: None,
+        }
+    }
+
+    /// The pool size for a user: the user's `pool_size` if set, else `size`.
+    pub fn size_for(&self, user: Option<&User>) -> usize {
+        user.and_then(|u| u.pool_size).unwrap_or(self.size)
+    }
+}
+
+/// `[listeners.NAME]`: a port clients connect to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    pub name: String,
+    pub protocol: Protocol,
+    /// `host:port` exactly as given (IPv4, `[IPv6]` or a host name).
+    pub address: String,
+    /// A `[clusters.X]` of the same protocol.
+    pub cluster: String,
+    /// A `[pools.X]`.
+    pub pool: String,
+    pub auth: AuthMethod,
+    pub tls: ClientTls,
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_key_file: Option<PathBuf>,
+}
+
+static FALLBACK_POOL: LazyLock<Pool> = LazyLock::new(|| Pool::with_defaults(DEFAULT_POOL_NAME));
+
+impl Config {
+    /// The pool a listener uses. Validation guarantees it exists; for a hand-built config
+    /// that names a missing pool, a pool with default settings is returned.
+    pub fn pool_for(&self, listener: &Listener) -> &Pool {
+        self.pools.get(&listener.pool).unwrap_or(&FALLBACK_POOL)
+    }
+
+    /// The cluster a listener routes to.
+    pub fn cluster_for(&self, listener: &Listener) -> Option<&Cluster> {
+        self.clusters.get(&listener.cluster)
+    }
+
+    /// The servers of a cluster, in the cluster's order (empty if there is no such cluster).
+    pub fn cluster_servers(&self, cluster: &str) -> Vec<&Server> {
+        self.clusters
+            .get(cluster)
+            .map(|c| {
+                c.servers
+                    .iter()
+                    .filter_map(|s| self.servers.get(s))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The protocol of a cluster (that of its first server).
+    pub fn cluster_protocol(&self, cluster: &str) -> Option<Protocol> {
+        self.cluster_servers(cluster).first().map(|s| s.protocol)
+    }
+
+    /// A configured user.
+    pub fn user(&self, name: &str) -> Option<&User> {
+        self.users.get(name)
+    }
+}

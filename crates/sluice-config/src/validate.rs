@@ -1,0 +1,192 @@
+//! Checks that span sections: clusters name existing servers of one protocol, listeners name
+//! an existing cluster of their own protocol and an existing pool, no two listeners share an
+//! address, and at least one listener exists. They run on [`Facts`], what the section readers
+//! learned about every object, recorded even for objects that had errors of their own, so a
+//! listener with a bad `tls` still has its `cluster` checked. Each error points at the line
+//! of the offending value, looked up in the positions the readers recorded.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
+
+use crate::errors::label;
+use crate::reader::Ctx;
+use crate::schema::Protocol;
+
+/// What the cross-section checks need, filled in by the section readers.
+#[derive(Debug, Default)]
+pub(crate) struct Facts {
+    /// Every object name written in each section, whether or not it had errors.
+    defined: HashMap<&'static str, BTreeSet<String>>,
+    /// Protocol of each server whose `protocol` was valid.
+    pub(crate) server_protocols: BTreeMap<String, Protocol>,
+    /// Each cluster's server names that were valid strings, with their key (`servers[i]`).
+    pub(crate) cluster_members: BTreeMap<String, Vec<(String, String)>>,
+    /// One entry per listener.
+    pub(crate) listeners: Vec<ListenerFacts>,
+}
+
+/// A listener's fields that refer to other objects; `None` where the value had an error.
+#[derive(Debug)]
+pub(crate) struct ListenerFacts {
+    pub(crate) name: String,
+    pub(crate) protocol: Option<Protocol>,
+    pub(crate) address: Option<String>,
+    pub(crate) cluster: Option<String>,
+    pub(crate) pool: Option<String>,
+}
+
+impl Facts {
+    /// Records that `[section.name]` is written in the file.
+    pub(crate) fn define(&mut self, section: &'static str, name: &str) {
+        self.defined
+            .entry(section)
+            .or_default()
+            .insert(name.to_string());
+    }
+
+    /// True if any object is written in the section.
+    pub(crate) fn any_defined(&self, section: &str) -> bool {
+        self.defined
+            .get(section)
+            .is_some_and(|names| !names.is_empty())
+    }
+
+    fn is_defined(&self, section: &str, name: &str) -> bool {
+        self.defined
+            .get(section)
+            .is_some_and(|names| names.contains(name))
+    }
+
+    /// `cluster "x" does not exist; defined clusters: a, b`.
+    fn missing(&self, section: &str, kind: &str, name: &str) -> String {
+        match self.defined.get(section).filter(|names| !names.is_empty()) {
+            None => format!("{kind} {name:?} does not exist; no {section} are defined"),
+            Some(names) => {
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                format!(
+                    "{kind} {name:?} does not exist; defined {section}: {}",
+                    names.join(", ")
+                )
+            }
+        }
+    }
+
+    /// The protocol shared by all of a cluster's servers, if every one is known and they agree.
+    fn cluster_protocol(&self, cluster: &str) -> Option<Protocol> {
+        let members = self.cluster_members.get(cluster)?;
+        let mut protocols = members
+            .iter()
+            .map(|(_, s)| self.server_protocols.get(s).copied());
+        let first = protocols.next()??;
+        protocols.all(|p| p == Some(first)).then_some(first)
+    }
+}
+
+/// Runs every cross-section check, recording errors in `ctx`.
+pub(crate) fn validate(ctx: &mut Ctx<'_>) {
+    let facts = std::mem::take(&mut ctx.facts);
+    check_clusters(&facts, ctx);
+    check_listeners(&facts, ctx);
+    check_duplicate_addresses(&facts, ctx);
+    if !facts.any_defined("listeners") {
+        let message = "no listeners are defined; add at least one [listeners.NAME] section";
+        ctx.diag.error_at_line(None, message);
+    }
+    ctx.facts = facts;
+}
+
+fn check_clusters(facts: &Facts, ctx: &mut Ctx<'_>) {
+    for (name, members) in &facts.cluster_members {
+        let section = label("clusters", Some(name));
+        // The first server with a known protocol fixes the cluster's protocol.
+        let mut first: Option<(&str, Protocol)> = None;
+        for (key, server) in members {
+            if !facts.is_defined("servers", server) {
+                let message = facts.missing("servers", "server", server);
+                ctx.diag
+                    .error_at("clusters", name, key, format!("{section} {key}: {message}"));
+                continue;
+            }
+            let Some(protocol) = facts.server_protocols.get(server).copied() else {
+                continue;
+            };
+            match first {
+                None => first = Some((server, protocol)),
+                Some((first_name, first_protocol)) if first_protocol != protocol => {
+                    let message = format!(
+                        "{section} {key}: server {server:?} speaks {protocol} but {first_name:?} \
+                         speaks {first_protocol}; all servers of a cluster must use one protocol"
+                    );
+                    ctx.diag.error_at("clusters", name, key, message);
+                }
+                Some(_) => {}
+            }
+        }
+    }
+}
+
+fn check_listeners(facts: &Facts, ctx: &mut Ctx<'_>) {
+    for listener in &facts.listeners {
+        let name = listener.name.as_str();
+        let section = label("listeners", Some(name));
+        if let Some(cluster) = &listener.cluster {
+            if !facts.is_defined("clusters", cluster) {
+                let message = facts.missing("clusters", "cluster", cluster);
+                ctx.diag.error_at(
+                    "listeners",
+                    name,
+                    "cluster",
+                    format!("{section} cluster: {message}"),
+                );
+            } else if let (Some(mine), Some(theirs)) =
+                (listener.protocol, facts.cluster_protocol(cluster))
+                && mine != theirs
+            {
+                let message = format!(
+                    "{section} cluster: cluster {cluster:?} speaks {theirs} but this listener \
+                     speaks {mine}"
+                );
+                ctx.diag.error_at("listeners", name, "cluster", message);
+            }
+        }
+        if let Some(pool) = &listener.pool
+            && !facts.is_defined("pools", pool)
+        {
+            let message = facts.missing("pools", "pool", pool);
+            ctx.diag.error_at(
+                "listeners",
+                name,
+                "pool",
+                format!("{section} pool: {message}"),
+            );
+        }
+    }
+}
+
+fn check_duplicate_addresses(facts: &Facts, ctx: &mut Ctx<'_>) {
+    let mut seen: BTreeMap<String, &str> = BTreeMap::new();
+    for listener in &facts.listeners {
+        let Some(address) = &listener.address else {
+            continue;
+        };
+        let normalized = match address.parse::<SocketAddr>() {
+            Ok(addr) if addr.port() == 0 => continue,
+            Ok(addr) => addr.to_string(),
+            Err(_) => address.to_ascii_lowercase(),
+        };
+        match seen.get(&normalized) {
+            Some(first) => {
+                let message = format!(
+                    "{} address: {address:?} is already used by {}",
+                    label("listeners", Some(&listener.name)),
+                    label("listeners", Some(first))
+                );
+                ctx.diag
+                    .error_at("listeners", &listener.name, "address", message);
+            }
+            None => {
+                seen.insert(normalized, &listener.name);
+            }
+        }
+    }
+}

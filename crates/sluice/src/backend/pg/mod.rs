@@ -1,0 +1,204 @@
+//! A PostgreSQL server connection: the socket, what Sluice knows of its state (reported
+//! parameters, statements prepared on it, SETs replayed on it) and the few exchanges
+//! Sluice runs on it by itself (login, reset).
+
+mod connect;
+
+pub use connect::{Credentials, LoginError, Target, connect_stream, finish_startup, login};
+
+use crate::error::{Error, Result};
+use crate::stream::{Stream, write_all_flush};
+use bytes::{Buf, Bytes, BytesMut};
+use sluice_wire_pg::{encode, frame, msg};
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+use tokio::io::AsyncReadExt;
+
+/// Prepared statements on one connection, by pool-wide statement hash, least recently
+/// used first out.
+#[derive(Debug, Default)]
+pub struct StatementCache {
+    entries: HashMap<u64, u64>,
+    clock: u64,
+}
+
+impl StatementCache {
+    pub fn contains(&mut self, hash: u64) -> bool {
+        self.clock += 1;
+        match self.entries.get_mut(&hash) {
+            Some(stamp) => {
+                *stamp = self.clock;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Records `hash`; returns the statement evicted to stay within `cap`, if any.
+    pub fn insert(&mut self, hash: u64, cap: usize) -> Option<u64> {
+        self.clock += 1;
+        self.entries.insert(hash, self.clock);
+        if self.entries.len() <= cap.max(1) {
+            return None;
+        }
+        let (&old, _) = self
+            .entries
+            .iter()
+            .filter(|(h, _)| **h != hash)
+            .min_by_key(|(_, s)| **s)?;
+        self.entries.remove(&old);
+        Some(old)
+    }
+
+    pub fn remove(&mut self, hash: u64) {
+        self.entries.remove(&hash);
+    }
+
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+pub struct ServerConn {
+    pub stream: Stream,
+    /// Bytes read from the server not yet handled; they belong to this connection.
+    pub rbuf: BytesMut,
+    pub addr: String,
+    pub pid: i32,
+    pub secret: i32,
+    /// Current values of the parameters the server reports (ParameterStatus).
+    pub reported: BTreeMap<String, String>,
+    /// Pool-wide prepared statements that exist on this connection.
+    pub prepared: StatementCache,
+    /// SET statements replayed on (or run by a client on) this connection, by parameter.
+    pub applied_sets: BTreeMap<String, String>,
+    pub created: Instant,
+    pub last_used: Instant,
+    /// Last ReadyForQuery status.
+    pub status: u8,
+    pub max_message: usize,
+}
+
+impl ServerConn {
+    pub fn set_reported(&mut self, name: &str, value: &str) {
+        match self.reported.get_mut(name) {
+            Some(v) if v == value => {}
+            Some(v) => *v = value.to_owned(),
+            None => {
+                self.reported.insert(name.to_owned(), value.to_owned());
+            }
+        }
+    }
+
+    /// Reads one whole frame (tag, body) from the server.
+    pub async fn read_frame(&mut self) -> Result<(u8, Bytes)> {
+        read_frame(&mut self.stream, &mut self.rbuf, self.max_message).await
+    }
+
+    /// Runs simple queries Sluice needs for itself (resets) and reads to the last
+    /// ReadyForQuery. Returns the first error's message, if any.
+    pub async fn run(&mut self, queries: &[&str]) -> Result<Option<String>> {
+        let mut out = BytesMut::new();
+        for q in queries {
+            encode::query(&mut out, q.as_bytes());
+        }
+        write_all_flush(&mut self.stream, &out).await?;
+        let mut first_error = None;
+        let mut remaining = queries.len();
+        while remaining > 0 {
+            let (tag, body) = self.read_frame().await?;
+            match tag {
+                msg::be::READY_FOR_QUERY => {
+                    self.status = msg::ready_status(&body).unwrap_or(b'E');
+                    remaining -= 1;
+                }
+                msg::be::PARAMETER_STATUS => {
+                    if let Some((k, v)) = msg::parameter_status(&body) {
+                        let (k, v) = (k.to_owned(), v.to_owned());
+                        self.set_reported(&k, &v);
+                    }
+                }
+                msg::be::ERROR_RESPONSE if first_error.is_none() => {
+                    first_error = Some(msg::error_field(&body, b'M').unwrap_or("error").to_owned());
+                }
+                _ => {}
+            }
+        }
+        Ok(first_error)
+    }
+
+    /// Brings the connection back to a clean state with `reset_query`.
+    pub async fn reset(&mut self, reset_query: &str) -> Result<()> {
+        let mut queries = Vec::with_capacity(2);
+        if self.status != b'I' {
+            queries.push("ROLLBACK");
+        }
+        queries.push(reset_query);
+        if let Some(e) = self.run(&queries).await? {
+            return Err(Error::new(
+                crate::error::Kind::Desync,
+                crate::error::Side::Server,
+                e,
+            ));
+        }
+        self.prepared.clear();
+        self.applied_sets.clear();
+        Ok(())
+    }
+
+    pub fn close(mut self) {
+        let mut out = BytesMut::new();
+        encode::terminate(&mut out);
+        // Best effort: the socket is closed on drop either way.
+        if let Stream::Plain(s) = &mut self.stream {
+            let _ = s.try_write(&out);
+        }
+    }
+}
+
+/// Reads one whole tagged frame from a server, buffering in `buf`.
+pub async fn read_frame(
+    stream: &mut Stream,
+    buf: &mut BytesMut,
+    max: usize,
+) -> Result<(u8, Bytes)> {
+    read_whole_frame(stream, buf, max, crate::error::Side::Server).await
+}
+
+/// Reads one whole tagged frame from either side, buffering in `buf`.
+pub async fn read_whole_frame(
+    stream: &mut Stream,
+    buf: &mut BytesMut,
+    max: usize,
+    side: crate::error::Side,
+) -> Result<(u8, Bytes)> {
+    let (kind, gone) = match side {
+        crate::error::Side::Server => (crate::error::Kind::Desync, "server closed the connection"),
+        _ => (crate::error::Kind::Protocol, "client closed the connection"),
+    };
+    loop {
+        match frame::complete_frame(buf, max) {
+            Ok(Some(h)) => {
+                let mut f = buf.split_to(h.frame_len);
+                f.advance(5);
+                return Ok((h.tag, f.freeze()));
+            }
+            Ok(None) => {}
+            Err(e) => return Err(Error::new(kind, side, e.to_string())),
+        }
+        if buf.capacity() - buf.len() < 4096 {
+            buf.reserve(8192);
+        }
+        if stream.read_buf(buf).await? == 0 {
+            return Err(Error::new(crate::error::Kind::ServerGone, side, gone));
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! Cancel keys: each client gets Sluice's own BackendKeyData, and a CancelRequest
+//! carrying it is sent on to the server connection that client is using at that moment,
+//! and to nothing else.
+
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Where a client's running query can be cancelled right now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerKey {
+    pub addr: String,
+    pub pid: i32,
+    pub secret: i32,
+}
+
+#[derive(Debug, Default)]
+pub struct Slot(Mutex<Option<ServerKey>>);
+
+impl Slot {
+    pub fn set(&self, key: Option<ServerKey>) {
+        *self.0.lock() = key;
+    }
+
+    pub fn get(&self) -> Option<ServerKey> {
+        self.0.lock().clone()
+    }
+}
+
+#[derive(Default)]
+pub struct Registry {
+    map: Mutex<HashMap<(i32, i32), Arc<Slot>>>,
+}
+
+/// Removes the client's key from the registry when the client goes.
+pub struct Registration {
+    registry: Arc<Registry>,
+    pub key: (i32, i32),
+    pub slot: Arc<Slot>,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.registry.map.lock().remove(&self.key);
+    }
+}
+
+impl Registry {
+    /// Registers a client. `pid` is the process id the client will see (the server's
+    /// real one in session mode, or a Sluice number); the secret is random and unique.
+    pub fn register(self: &Arc<Self>, pid: i32) -> Registration {
+        let slot = Arc::new(Slot::default());
+        let mut map = self.map.lock();
+        let key = loop {
+            let k = (pid, rand::random::<i32>());
+            if !map.contains_key(&k) {
+                break k;
+            }
+        };
+        map.insert(key, slot.clone());
+        Registration {
+            registry: self.clone(),
+            key,
+            slot,
+        }
+    }
+
+    pub fn lookup(&self, pid: i32, secret: i32) -> Option<ServerKey> {
+        self.map.lock().get(&(pid, secret)).and_then(|s| s.get())
+    }
+}

@@ -1,0 +1,265 @@
+//! From a StartupMessage to a ready session: protocol version, routing, authentication
+//! (pass-through or against `[users]`), the first server connection, ParameterStatus,
+//! Sluice's own BackendKeyData, ReadyForQuery.
+
+use super::{Client, auth, replay};
+use crate::backend::pg::{Credentials, LoginError, Target};
+use crate::cancel::{Registration, ServerKey};
+use crate::error::{Error, Kind, Side};
+use crate::listener::ListenerCtx;
+use crate::pool::{Lease, Opener, Pool, PoolKey, Settings};
+use crate::shared::Shared;
+use crate::stream::write_all_flush;
+use bytes::{BufMut, BytesMut};
+use sluice_config::{AuthMethod, PoolMode, Secret};
+use sluice_wire_pg::encode;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Everything the relay needs about a logged-in client.
+pub struct Session {
+    pub mode: PoolMode,
+    pub pool: Arc<Pool>,
+    pub lease: Option<Lease>,
+    pub cancel: Registration,
+    /// Values of the server-reported parameters as this client has seen them.
+    pub client_params: BTreeMap<String, String>,
+    pub max_message: usize,
+}
+
+impl Session {
+    /// Points the client's cancel key at the connection it holds (or at nothing).
+    pub fn sync_cancel(&self) {
+        self.cancel.slot.set(self.lease.as_ref().map(|l| ServerKey {
+            addr: l.conn.addr.clone(),
+            pid: l.conn.pid,
+            secret: l.conn.secret,
+        }));
+    }
+}
+
+async fn fail(c: &mut Client, e: LoginError) {
+    match e {
+        LoginError::Server(body) => {
+            let mut out = BytesMut::new();
+            encode::message(&mut out, b'E', |b| b.put_slice(&body));
+            let _ = write_all_flush(&mut c.stream, &out).await;
+        }
+        LoginError::Proxy(e) => c.fatal(&e).await,
+    }
+}
+
+fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    params
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+pub async fn login(
+    shared: &Arc<Shared>,
+    ctx: &ListenerCtx,
+    c: &mut Client,
+    mut params: Vec<(String, String)>,
+    version: i32,
+) -> Option<Session> {
+    let mut out = BytesMut::new();
+    if version >> 16 != 3 {
+        let e = Error::new(
+            Kind::Unsupported,
+            Side::Client,
+            format!(
+                "unsupported frontend protocol {}.{}",
+                version >> 16,
+                version & 0xffff
+            ),
+        )
+        .with_sqlstate("0A000");
+        c.fatal(&e).await;
+        return None;
+    }
+    // Protocol extensions (3.x minor versions, _pq_ options) are declined as a server does.
+    let unknown: Vec<String> = params
+        .iter()
+        .filter(|(k, _)| k.starts_with("_pq_."))
+        .map(|(k, _)| k.clone())
+        .collect();
+    if version & 0xffff != 0 || !unknown.is_empty() {
+        encode::message(&mut out, b'v', |b| {
+            b.put_i32(0);
+            b.put_i32(unknown.len() as i32);
+            for k in &unknown {
+                b.put_slice(k.as_bytes());
+                b.put_u8(0);
+            }
+        });
+        params.retain(|(k, _)| !k.starts_with("_pq_."));
+    }
+    let Some(user) = param(&params, "user").map(str::to_owned) else {
+        let e = Error::new(
+            Kind::Auth,
+            Side::Client,
+            "no PostgreSQL user name specified in startup packet",
+        )
+        .with_sqlstate("28000");
+        c.fatal(&e).await;
+        return None;
+    };
+    if !params.iter().any(|(k, _)| k == "database") {
+        params.push(("database".into(), user.clone()));
+    }
+    let database = param(&params, "database").unwrap_or_default().to_owned();
+    if param(&params, "replication").is_some_and(|v| !matches!(v, "false" | "0" | "off" | "no")) {
+        let e = Error::new(
+            Kind::Unsupported,
+            Side::Client,
+            "replication connections are not supported through Sluice",
+        );
+        c.fatal(&e).await;
+        return None;
+    }
+
+    let config = shared.config.load_full();
+    let pool_cfg = config.pool_for(&ctx.cfg).clone();
+    let Some(route) = crate::router::route(&ctx.cfg, &config) else {
+        let e = Error::server_gone(format!(
+            "listener \"{}\" has no server to route to",
+            ctx.cfg.name
+        ));
+        c.fatal(&e).await;
+        return None;
+    };
+    let server = route.server;
+    let target = Target {
+        host: server.host.clone(),
+        port: server.port,
+        tls: server.tls,
+        connector: shared.connectors.get(&server.name).cloned(),
+        server_name: server.tls_server_name.clone(),
+        connect_timeout: pool_cfg.connect_timeout,
+        max_message: config.general.max_message_size,
+    };
+    let user_cfg = config.users.get(&user);
+    let server_user = match (ctx.cfg.auth, user_cfg) {
+        (AuthMethod::Passthrough, _) | (_, None) => user.clone(),
+        (_, Some(u)) => u.server_user().to_owned(),
+    };
+    let key = PoolKey {
+        server: target.addr(),
+        database: database.clone(),
+        user: server_user.clone(),
+        extra: replay::shaping_params(&params),
+    };
+    let settings = Settings {
+        size: pool_cfg.size_for(user_cfg),
+        min_idle: pool_cfg.min_idle,
+        wait_timeout: pool_cfg.wait_timeout,
+        idle_timeout: pool_cfg.idle_timeout.unwrap_or_default(),
+        lifetime: pool_cfg.server_lifetime.unwrap_or_default(),
+        statement_cache: pool_cfg.statement_cache_size,
+        reset_query: pool_cfg
+            .reset_query
+            .clone()
+            .unwrap_or_else(|| "DISCARD ALL".into()),
+    };
+    let pool_name = format!("{}/{}@{}", pool_cfg.name, server_user, database);
+    let pool = shared
+        .pools
+        .get_or_create(&key, || Pool::new(pool_name, key.clone(), settings));
+
+    let mut lease = if ctx.cfg.auth == AuthMethod::Passthrough {
+        if !out.is_empty() {
+            let _ = write_all_flush(&mut c.stream, &out).await;
+            out.clear();
+        }
+        match auth::passthrough(c, &target, &params, &mut out).await {
+            Ok(conn) => pool.adopt(conn),
+            Err(e) => {
+                fail(c, e).await;
+                return None;
+            }
+        }
+    } else {
+        if let Err(e) = auth::check(c, ctx.cfg.auth, &user, user_cfg, target.max_message).await {
+            c.fatal(&e).await;
+            return None;
+        }
+        if let Some(u) = user_cfg.filter(|u| !u.may_use_database(&database)) {
+            let e = Error::new(
+                Kind::Auth,
+                Side::Client,
+                format!(
+                    "user \"{}\" may not connect to database \"{database}\"",
+                    u.name
+                ),
+            )
+            .with_sqlstate("28000");
+            c.fatal(&e).await;
+            return None;
+        }
+        let password = match user_cfg.and_then(|u| u.server_secret()) {
+            Some(Secret::Plain(p)) => Some(p.clone()),
+            _ => None,
+        };
+        let mut server_params = params.clone();
+        for (k, v) in server_params.iter_mut() {
+            if k == "user" {
+                *v = server_user.clone();
+            }
+        }
+        pool.set_opener(Arc::new(Opener {
+            target: target.clone(),
+            params: server_params,
+            creds: Credentials {
+                user: server_user,
+                password,
+            },
+        }));
+        let mut lease = match pool.lease().await {
+            Ok(l) => l,
+            Err(e) => {
+                fail(c, e).await;
+                return None;
+            }
+        };
+        encode::auth_ok(&mut out);
+        if let Err(e) = replay::apply_startup_params(&mut lease.conn, &params).await {
+            c.fatal(&e).await;
+            lease.discard();
+            return None;
+        }
+        for (k, v) in &lease.conn.reported {
+            encode::parameter_status(&mut out, k, v);
+        }
+        lease
+    };
+    lease.conn.last_used = std::time::Instant::now();
+    let pid = match pool_cfg.mode {
+        PoolMode::Session => lease.conn.pid,
+        PoolMode::Transaction => shared.next_pid(),
+    };
+    let cancel = shared.cancels.register(pid);
+    encode::backend_key(&mut out, cancel.key.0, cancel.key.1);
+    encode::ready_for_query(&mut out, b'I');
+    if let Err(e) = write_all_flush(&mut c.stream, &out).await {
+        tracing::debug!(error = %e, "client went away during login");
+        lease.put_back();
+        return None;
+    }
+    let client_params = lease.conn.reported.clone();
+    let mut session = Session {
+        mode: pool_cfg.mode,
+        pool,
+        lease: Some(lease),
+        cancel,
+        client_params,
+        max_message: target.max_message,
+    };
+    if session.mode == PoolMode::Transaction {
+        if let Some(l) = session.lease.take() {
+            l.put_back();
+        }
+    }
+    session.sync_cancel();
+    Some(session)
+}

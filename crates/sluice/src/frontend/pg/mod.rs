@@ -1,0 +1,110 @@
+//! PostgreSQL frontend: the client side of the protocol. Runs the startup phase and
+//! authentication, gets the client a server connection through the router and pool,
+//! then hands the session to the relay loop.
+
+mod auth;
+mod login;
+mod relay;
+mod relay_client;
+mod relay_server;
+mod replay;
+mod startup;
+mod stmts;
+
+use crate::error::Error;
+use crate::listener::ListenerCtx;
+use crate::shared::{ClientSlot, Shared};
+use crate::stream::{Stream, write_all_flush};
+use bytes::BytesMut;
+use sluice_wire_pg::encode::{self, Severity};
+use std::sync::Arc;
+use tokio::net::TcpStream;
+
+/// A client connection and the bytes read from it but not yet handled.
+pub struct Client {
+    pub stream: Stream,
+    pub buf: BytesMut,
+}
+
+impl Client {
+    /// Sends a FATAL error in the client's protocol (best effort: it may be gone).
+    pub async fn fatal(&mut self, e: &Error) {
+        let mut out = BytesMut::new();
+        encode::error(&mut out, Severity::Fatal, e.sqlstate(), &e.message);
+        let _ = write_all_flush(&mut self.stream, &out).await;
+    }
+}
+
+pub async fn serve(
+    shared: Arc<Shared>,
+    ctx: Arc<ListenerCtx>,
+    tcp: TcpStream,
+    slot: Option<ClientSlot>,
+) {
+    let stream = Stream::Plain(tcp);
+    let (start, buf) = match startup::negotiate(&ctx, stream).await {
+        Ok(s) => s,
+        Err((e, stream)) => {
+            tracing::debug!(error = %e, "startup failed");
+            if let Some(stream) = stream {
+                Client {
+                    stream,
+                    buf: BytesMut::new(),
+                }
+                .fatal(&e)
+                .await;
+            }
+            return;
+        }
+    };
+    match start {
+        startup::Start::Cancel { pid, secret } => cancel(&shared, pid, secret).await,
+        startup::Start::Startup {
+            stream,
+            params,
+            version,
+        } => {
+            let mut client = Client { stream, buf };
+            let Some(_slot) = slot else {
+                let e = Error::new(
+                    crate::error::Kind::PoolTimeout,
+                    crate::error::Side::Client,
+                    "sorry, too many clients already",
+                );
+                client.fatal(&e).await;
+                return;
+            };
+            let Some(session) = login::login(&shared, &ctx, &mut client, params, version).await
+            else {
+                return;
+            };
+            relay::run(shared, session, client).await;
+        }
+    }
+}
+
+/// Sends a client's CancelRequest on to the server connection it is using now.
+async fn cancel(shared: &Shared, pid: i32, secret: i32) {
+    let Some(key) = shared.cancels.lookup(pid, secret) else {
+        tracing::debug!(pid, "cancel request for an unknown or idle client");
+        return;
+    };
+    let mut out = BytesMut::new();
+    encode::cancel_request(&mut out, key.pid, key.secret);
+    match TcpStream::connect(&key.addr).await {
+        Ok(tcp) => {
+            let mut s = Stream::Plain(tcp);
+            if let Err(e) = write_all_flush(&mut s, &out).await {
+                tracing::debug!(error = %e, "sending cancel failed");
+            }
+            // The server closes the connection once it has read the request.
+            let mut b = [0u8; 1];
+            let _ = tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                tokio::io::AsyncReadExt::read(&mut s, &mut b),
+            )
+            .await;
+        }
+        Err(e) => tracing::debug!(error = %e, addr = %key.addr, "cancel: cannot reach server"),
+    }
+}

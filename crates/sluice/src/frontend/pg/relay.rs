@@ -1,0 +1,329 @@
+//! The relay loop of a PostgreSQL session: one task per client moves bytes both ways
+//! between the client and whatever server connection it holds, without blocking either
+//! direction on the other (a client may pipeline far more than a socket buffer holds).
+//! Client messages are handled in `relay_client`, server messages in `relay_server`;
+//! this file owns the IO, the lease/release decisions and the end of the session.
+
+use super::Client;
+use super::login::Session;
+use super::stmts::Statements;
+use crate::error::{Error, Kind, Side};
+use crate::session::{self, Ledger, TxStatus};
+use crate::shared::Shared;
+use bytes::{Buf, BytesMut};
+use sluice_config::PoolMode;
+use sluice_sql::Effect;
+use sluice_wire_pg::Scanner;
+use sluice_wire_pg::encode::{self, Severity};
+use sluice_wire_pg::track::Tracker;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::io::AsyncWrite;
+
+/// Stop reading a side while this much is waiting to be written to the other.
+const HIGH_WATER: usize = 256 * 1024;
+/// Frames larger than this whose content Sluice does not need stream through in pieces.
+pub(super) const STREAM_OVER: usize = 64 * 1024;
+const READ_CHUNK: usize = 16 * 1024;
+
+/// Something to do once the server answers a request.
+pub(super) enum Action {
+    /// A simple query's statements' effects, one per CommandComplete.
+    Effects(VecDeque<Effect>),
+    /// Effects of an Execute, applied when it completes.
+    ExecEffects(Vec<Effect>),
+    /// A Parse Sluice sent (for a client or by itself): forget the statement if it fails.
+    Parse {
+        hash: u64,
+        client_name: Option<bytes::Bytes>,
+    },
+}
+
+enum Event {
+    ServerRead(std::io::Result<usize>),
+    ClientRead(std::io::Result<usize>),
+    Wrote,
+    WriteFailed(Side, std::io::Error),
+    Shutdown,
+}
+
+/// How a session ended.
+pub(super) enum End {
+    ClientLeft,
+    Terminated,
+    Shutdown,
+    Failed(Error),
+}
+
+pub(super) struct Relay {
+    pub shared: Arc<Shared>,
+    pub s: Session,
+    pub client: crate::stream::Stream,
+    pub cbuf: BytesMut,
+    pub to_client: BytesMut,
+    pub to_server: BytesMut,
+    pub tracker: Tracker,
+    pub cscan: Scanner,
+    pub sscan: Scanner,
+    /// The server frame being streamed is dropped, not forwarded.
+    pub s_dropping: bool,
+    pub ledger: Ledger,
+    pub ledger_in_tx: bool,
+    pub stmts: Statements,
+    pub actions: VecDeque<(u64, Action)>,
+    pub next_token: u64,
+    /// Last ReadyForQuery status seen.
+    pub status: u8,
+    /// Nothing in flight and the last server message was ReadyForQuery.
+    pub at_rest: bool,
+    /// After Sluice failed a request itself: drop client messages up to Sync.
+    pub skip_to_sync: bool,
+    pub unnamed_effects: Vec<Effect>,
+    pub portal_effects: Vec<Effect>,
+    pub last_tag: Vec<u8>,
+    pub shutting_down: bool,
+    flush_client: bool,
+    flush_server: bool,
+    shutdown_wait: Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
+    let mut rx = shared.shutdown.clone();
+    let shutdown_wait = Box::pin(async move {
+        let _ = rx.wait_for(|s| *s).await;
+    });
+    let mut r = Relay {
+        shared,
+        s: session,
+        client: client.stream,
+        cbuf: client.buf,
+        to_client: BytesMut::new(),
+        to_server: BytesMut::new(),
+        tracker: Tracker::new(),
+        cscan: Scanner::default(),
+        sscan: Scanner::default(),
+        s_dropping: false,
+        ledger: Ledger::default(),
+        ledger_in_tx: false,
+        stmts: Statements::default(),
+        actions: VecDeque::new(),
+        next_token: 0,
+        status: b'I',
+        at_rest: true,
+        skip_to_sync: false,
+        unnamed_effects: Vec::new(),
+        portal_effects: Vec::new(),
+        last_tag: Vec::new(),
+        shutting_down: false,
+        flush_client: false,
+        flush_server: false,
+        shutdown_wait,
+    };
+    let end = r.main_loop().await;
+    r.finish(end).await;
+}
+
+fn reserve(buf: &mut BytesMut) {
+    if buf.capacity() - buf.len() < 1024 {
+        buf.reserve(READ_CHUNK);
+    }
+}
+
+impl Relay {
+    pub(super) fn tx_mode(&self) -> bool {
+        self.s.mode == PoolMode::Transaction
+    }
+
+    pub(super) fn token(&mut self) -> u64 {
+        self.next_token += 1;
+        self.next_token
+    }
+
+    async fn main_loop(&mut self) -> End {
+        if !self.cbuf.is_empty() {
+            match self.on_client().await {
+                Ok(Some(end)) => return end,
+                Ok(None) => {}
+                Err(e) => return End::Failed(e),
+            }
+        }
+        loop {
+            self.maybe_release();
+            if self.shutting_down && self.idle() && self.to_client.is_empty() {
+                return End::Shutdown;
+            }
+            let ev = std::future::poll_fn(|cx| self.poll_io(cx)).await;
+            let step = match ev {
+                Event::ServerRead(Ok(0)) => Err(Error::server_gone(
+                    "server closed the connection unexpectedly",
+                )),
+                Event::ServerRead(Ok(_)) => self.on_server(),
+                Event::ServerRead(Err(e)) => Err(Error::server_gone(format!(
+                    "lost connection to server: {e}"
+                ))),
+                Event::ClientRead(Ok(0)) | Event::ClientRead(Err(_)) => return End::ClientLeft,
+                Event::ClientRead(Ok(_)) => match self.on_client().await {
+                    Ok(Some(end)) => return end,
+                    Ok(None) => Ok(()),
+                    Err(e) => Err(e),
+                },
+                Event::Wrote => Ok(()),
+                Event::WriteFailed(Side::Client, _) => return End::ClientLeft,
+                Event::WriteFailed(_, e) => Err(Error::server_gone(format!(
+                    "lost connection to server: {e}"
+                ))),
+                Event::Shutdown => {
+                    self.shutting_down = true;
+                    Ok(())
+                }
+            };
+            if let Err(e) = step {
+                return End::Failed(e);
+            }
+        }
+    }
+
+    /// No request of this client is being served.
+    fn idle(&self) -> bool {
+        self.s.lease.is_none() || (self.at_rest && self.status == b'I' && self.to_server.is_empty())
+    }
+
+    fn poll_io(&mut self, cx: &mut Context<'_>) -> Poll<Event> {
+        if let Some(lease) = self.s.lease.as_mut() {
+            let conn = &mut lease.conn;
+            if self.to_client.len() < HIGH_WATER {
+                reserve(&mut conn.rbuf);
+                if let Poll::Ready(r) =
+                    tokio_util::io::poll_read_buf(Pin::new(&mut conn.stream), cx, &mut conn.rbuf)
+                {
+                    return Poll::Ready(Event::ServerRead(r));
+                }
+            }
+            if !self.to_server.is_empty() {
+                match Pin::new(&mut conn.stream).poll_write(cx, &self.to_server) {
+                    Poll::Ready(Ok(n)) => {
+                        self.to_server.advance(n);
+                        self.flush_server = conn.stream.is_tls();
+                        return Poll::Ready(Event::Wrote);
+                    }
+                    Poll::Ready(Err(e)) => return Poll::Ready(Event::WriteFailed(Side::Server, e)),
+                    Poll::Pending => {}
+                }
+            } else if self.flush_server {
+                match Pin::new(&mut conn.stream).poll_flush(cx) {
+                    Poll::Ready(Ok(())) => self.flush_server = false,
+                    Poll::Ready(Err(e)) => return Poll::Ready(Event::WriteFailed(Side::Server, e)),
+                    Poll::Pending => {}
+                }
+            }
+        }
+        if !self.to_client.is_empty() {
+            match Pin::new(&mut self.client).poll_write(cx, &self.to_client) {
+                Poll::Ready(Ok(n)) => {
+                    self.to_client.advance(n);
+                    self.flush_client = self.client.is_tls();
+                    return Poll::Ready(Event::Wrote);
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Event::WriteFailed(Side::Client, e)),
+                Poll::Pending => {}
+            }
+        } else if self.flush_client {
+            match Pin::new(&mut self.client).poll_flush(cx) {
+                Poll::Ready(Ok(())) => self.flush_client = false,
+                Poll::Ready(Err(e)) => return Poll::Ready(Event::WriteFailed(Side::Client, e)),
+                Poll::Pending => {}
+            }
+        }
+        if self.to_server.len() < HIGH_WATER && !self.shutting_down {
+            reserve(&mut self.cbuf);
+            if let Poll::Ready(r) =
+                tokio_util::io::poll_read_buf(Pin::new(&mut self.client), cx, &mut self.cbuf)
+            {
+                return Poll::Ready(Event::ClientRead(r));
+            }
+        }
+        if !self.shutting_down && self.shutdown_wait.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Event::Shutdown);
+        }
+        Poll::Pending
+    }
+
+    /// In transaction mode, gives the server connection back as soon as the client is
+    /// between transactions and holds no pinning state.
+    fn maybe_release(&mut self) {
+        let Some(lease) = self.s.lease.as_ref() else {
+            return;
+        };
+        let tx = TxStatus::from_pg(self.status);
+        if self.to_server.is_empty()
+            && lease.conn.rbuf.is_empty()
+            && !self.cscan.in_frame()
+            && session::may_release(self.s.mode, self.at_rest, tx, &self.ledger)
+        {
+            if let Some(l) = self.s.lease.take() {
+                l.put_back();
+            }
+            self.s.sync_cancel();
+        }
+    }
+
+    /// Queues an error for the client in its protocol.
+    pub(super) fn client_error(&mut self, severity: Severity, e: &Error) {
+        encode::error(&mut self.to_client, severity, e.sqlstate(), &e.message);
+    }
+
+    async fn finish(&mut self, end: End) {
+        match &end {
+            End::Failed(e) => {
+                tracing::info!(error = %e, "closing client session");
+                self.client_error(Severity::Fatal, e);
+            }
+            End::Shutdown => {
+                let e = Error::new(
+                    Kind::Shutdown,
+                    Side::Internal,
+                    "terminating connection due to administrator command",
+                );
+                self.client_error(Severity::Fatal, &e);
+            }
+            End::ClientLeft | End::Terminated => {}
+        }
+        if !self.to_client.is_empty() && !matches!(end, End::ClientLeft) {
+            let out = std::mem::take(&mut self.to_client);
+            let _ = tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                crate::stream::write_all_flush(&mut self.client, &out),
+            )
+            .await;
+        }
+        let Some(lease) = self.s.lease.take() else {
+            return;
+        };
+        self.s.sync_cancel();
+        let clean = self.at_rest
+            && self.to_server.is_empty()
+            && !self.sscan.in_frame()
+            && lease.conn.rbuf.is_empty();
+        match end {
+            End::Failed(Error {
+                kind: Kind::ServerGone | Kind::Desync,
+                ..
+            }) => lease.discard(),
+            _ if clean => {
+                let needs_reset = self.s.mode == PoolMode::Session
+                    || self.status != b'I'
+                    || self.ledger.is_pinned();
+                if needs_reset {
+                    lease.reset_and_put_back().await;
+                } else {
+                    lease.put_back();
+                }
+            }
+            // Mid-request: the connection's state is unknown.
+            _ => lease.discard(),
+        }
+    }
+}

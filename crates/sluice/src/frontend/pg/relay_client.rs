@@ -1,0 +1,349 @@
+//! Client messages in the relay: lease a server connection when one is needed, replay
+//! the session state on it, map named statements to pool-wide ones in transaction mode,
+//! record what each request may change, and queue the bytes for the server.
+
+use super::relay::{Action, End, Relay, STREAM_OVER};
+use super::replay;
+use super::stmts::{self, Stmt};
+use crate::backend::pg::LoginError;
+use crate::error::Error;
+use bytes::{Buf, Bytes, BytesMut};
+use sluice_sql::Effect;
+use sluice_wire_pg::Item;
+use sluice_wire_pg::encode::{self, Severity};
+use sluice_wire_pg::msg::{self, fe};
+use sluice_wire_pg::track::{Kind as TKind, Origin};
+use std::collections::VecDeque;
+use std::sync::Arc as Rc;
+
+fn synthetic(f: impl FnOnce(&mut BytesMut)) -> Origin {
+    let mut b = BytesMut::new();
+    f(&mut b);
+    Origin::Synthetic(b.freeze())
+}
+
+impl Relay {
+    /// Handles every complete client message in the buffer.
+    pub(super) async fn on_client(&mut self) -> Result<Option<End>, Error> {
+        let max = self.s.max_message;
+        loop {
+            let item = self
+                .cscan
+                .next(&self.cbuf, max, STREAM_OVER, |t| t != fe::COPY_DATA)
+                .map_err(|e| Error::protocol(format!("invalid message from client: {e}")))?;
+            let Some(item) = item else { break };
+            match item {
+                Item::Chunk(n) => {
+                    if !self.skip_to_sync {
+                        self.to_server.extend_from_slice(&self.cbuf[..n]);
+                    }
+                    self.cbuf.advance(n);
+                }
+                Item::Head(h) => {
+                    // Only CopyData streams: the COPY already holds a server connection.
+                    if !self.skip_to_sync {
+                        self.to_server.extend_from_slice(&self.cbuf[..5]);
+                    }
+                    self.cbuf.advance(5);
+                    let _ = h;
+                }
+                Item::Whole(h) => {
+                    let frame = self.cbuf.split_to(h.frame_len).freeze();
+                    if let Some(end) = self.on_frame(h.tag, frame).await? {
+                        return Ok(Some(end));
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Gets a server connection and replays the client's session state on it.
+    async fn acquire(&mut self) -> Result<(), Error> {
+        let pool = self.s.pool.clone();
+        let mut lease = match pool.lease().await {
+            Ok(l) => l,
+            Err(LoginError::Proxy(e)) => return Err(e),
+            Err(LoginError::Server(body)) => {
+                let m = msg::error_field(&body, b'M').unwrap_or("server refused the connection");
+                return Err(Error::server_gone(m.to_owned()).with_sqlstate("08004"));
+            }
+        };
+        if let Some(sql) = replay::replay_sql(&lease.conn, &self.ledger, &self.s.client_params) {
+            encode::query(&mut self.to_server, sql.as_bytes());
+            let t = self.token();
+            self.tracker.push(TKind::Query, Origin::Injected, t);
+            lease.conn.applied_sets.clone_from(&self.ledger.sets);
+        }
+        self.status = lease.conn.status;
+        self.s.lease = Some(lease);
+        self.s.sync_cancel();
+        Ok(())
+    }
+
+    /// Answers a request Sluice could not serve (no server connection): an error, and
+    /// ReadyForQuery where the client expects one.
+    fn refuse(&mut self, tag: u8, e: &Error) {
+        self.client_error(Severity::Error, e);
+        if tag == fe::QUERY || tag == fe::SYNC {
+            encode::ready_for_query(&mut self.to_client, b'I');
+        } else {
+            self.skip_to_sync = true;
+        }
+    }
+
+    async fn on_frame(&mut self, tag: u8, frame: Bytes) -> Result<Option<End>, Error> {
+        let body = frame.slice(5..);
+        if tag == fe::TERMINATE {
+            return Ok(Some(End::Terminated));
+        }
+        if self.skip_to_sync {
+            if tag == fe::SYNC {
+                self.skip_to_sync = false;
+                encode::ready_for_query(&mut self.to_client, self.status);
+            }
+            return Ok(None);
+        }
+        if !matches!(
+            tag,
+            fe::QUERY
+                | fe::PARSE
+                | fe::BIND
+                | fe::DESCRIBE
+                | fe::EXECUTE
+                | fe::CLOSE
+                | fe::SYNC
+                | fe::FLUSH
+                | fe::FUNCTION_CALL
+                | fe::COPY_DATA
+                | fe::COPY_DONE
+                | fe::COPY_FAIL
+        ) {
+            return Err(Error::protocol(format!(
+                "invalid frontend message type {}",
+                tag
+            )));
+        }
+        if self.s.lease.is_none() {
+            if matches!(
+                tag,
+                fe::COPY_DATA | fe::COPY_DONE | fe::COPY_FAIL | fe::FLUSH
+            ) {
+                // Nothing to copy into and nothing to flush: PostgreSQL ignores these too.
+                return Ok(None);
+            }
+            if let Err(e) = self.acquire().await {
+                self.refuse(tag, &e);
+                return Ok(None);
+            }
+        }
+        self.at_rest = false;
+        let tx = self.tx_mode();
+        match tag {
+            fe::QUERY => self.query(frame, &body),
+            fe::PARSE if tx => self.parse(frame, &body)?,
+            fe::BIND if tx => self.bind(frame, &body)?,
+            fe::DESCRIBE if tx => self.describe(frame, &body)?,
+            fe::CLOSE if tx => self.close(frame, &body)?,
+            fe::EXECUTE => {
+                let t = self.token();
+                self.tracker.push(TKind::Execute, Origin::Client, t);
+                if tx && !self.portal_effects.is_empty() {
+                    self.actions
+                        .push_back((t, Action::ExecEffects(self.portal_effects.clone())));
+                }
+                self.to_server.extend_from_slice(&frame);
+            }
+            _ => {
+                let kind = match tag {
+                    fe::PARSE => Some(TKind::Parse),
+                    fe::BIND => Some(TKind::Bind),
+                    fe::DESCRIBE => Some(TKind::Describe),
+                    fe::CLOSE => Some(TKind::Close),
+                    fe::SYNC => Some(TKind::Sync),
+                    fe::FUNCTION_CALL => Some(TKind::FunctionCall),
+                    _ => None,
+                };
+                if let Some(k) = kind {
+                    let t = self.token();
+                    self.tracker.push(k, Origin::Client, t);
+                }
+                self.to_server.extend_from_slice(&frame);
+            }
+        }
+        Ok(None)
+    }
+
+    fn query(&mut self, frame: Bytes, body: &[u8]) {
+        let t = self.token();
+        if self.tx_mode() {
+            let sql = msg::query_text(body).unwrap_or_default();
+            let effects = stmts::interesting(sql);
+            // DEALLOCATE of a protocol-level statement: it exists under another name on
+            // the server, so Sluice answers for it.
+            if let [Effect::Deallocate { name }] = effects.as_slice() {
+                if self.stmts.remove(name.as_bytes()).is_some() {
+                    let st = self.status;
+                    let origin = synthetic(|b| {
+                        encode::command_complete(b, "DEALLOCATE");
+                        encode::ready_for_query(b, st);
+                    });
+                    self.tracker.push(TKind::Query, origin, t);
+                    return;
+                }
+            }
+            if !effects.is_empty() {
+                self.actions.push_back((
+                    t,
+                    Action::Effects(effects.into_iter().collect::<VecDeque<_>>()),
+                ));
+            }
+        }
+        self.tracker.push(TKind::Query, Origin::Client, t);
+        self.to_server.extend_from_slice(&frame);
+    }
+
+    /// Makes sure the statement exists on the current server connection, injecting a
+    /// Parse (whose answer the client never sees) if not.
+    fn ensure_prepared(&mut self, stmt: &Stmt) {
+        let Some(lease) = self.s.lease.as_mut() else {
+            return;
+        };
+        if lease.conn.prepared.contains(stmt.hash) {
+            return;
+        }
+        let cap = lease.pool().settings.statement_cache;
+        let evicted = lease.conn.prepared.insert(stmt.hash, cap);
+        encode::parse(&mut self.to_server, &stmt.global, &stmt.query, &stmt.types);
+        let t = self.token();
+        self.tracker.push(TKind::Parse, Origin::Injected, t);
+        self.actions.push_back((
+            t,
+            Action::Parse {
+                hash: stmt.hash,
+                client_name: None,
+            },
+        ));
+        if let Some(old) = evicted {
+            self.close_on_server(old);
+        }
+    }
+
+    fn close_on_server(&mut self, hash: u64) {
+        encode::target(
+            &mut self.to_server,
+            fe::CLOSE,
+            b'S',
+            &stmts::global_name(hash),
+        );
+        let t = self.token();
+        self.tracker.push(TKind::Close, Origin::Injected, t);
+    }
+
+    fn parse(&mut self, frame: Bytes, body: &[u8]) -> Result<(), Error> {
+        let (name, query, types) =
+            msg::parse(body).ok_or_else(|| Error::protocol("malformed Parse message"))?;
+        let effects = stmts::interesting(query);
+        let t = self.token();
+        if name.is_empty() {
+            self.unnamed_effects = effects;
+            self.tracker.push(TKind::Parse, Origin::Client, t);
+            self.to_server.extend_from_slice(&frame);
+            return Ok(());
+        }
+        let hash = stmts::hash(query, types);
+        let stmt = Rc::new(Stmt {
+            hash,
+            global: stmts::global_name(hash),
+            query: Bytes::copy_from_slice(query),
+            types: Bytes::copy_from_slice(types),
+            effects,
+        });
+        let name = Bytes::copy_from_slice(name);
+        self.stmts.insert(name.clone(), stmt.clone());
+        let Some(lease) = self.s.lease.as_mut() else {
+            return Ok(());
+        };
+        if lease.conn.prepared.contains(hash) {
+            self.tracker
+                .push(TKind::Parse, synthetic(encode::parse_complete), t);
+            return Ok(());
+        }
+        let cap = lease.pool().settings.statement_cache;
+        let evicted = lease.conn.prepared.insert(hash, cap);
+        encode::parse(&mut self.to_server, &stmt.global, &stmt.query, &stmt.types);
+        self.tracker.push(TKind::Parse, Origin::Client, t);
+        self.actions.push_back((
+            t,
+            Action::Parse {
+                hash,
+                client_name: Some(name),
+            },
+        ));
+        if let Some(old) = evicted {
+            self.close_on_server(old);
+        }
+        Ok(())
+    }
+
+    fn bind(&mut self, frame: Bytes, body: &[u8]) -> Result<(), Error> {
+        let (portal, name, rest) =
+            msg::bind(body).ok_or_else(|| Error::protocol("malformed Bind message"))?;
+        let stmt = if name.is_empty() {
+            None
+        } else {
+            self.stmts.get(name)
+        };
+        let effects = match &stmt {
+            Some(s) => s.effects.clone(),
+            None if name.is_empty() => self.unnamed_effects.clone(),
+            None => Vec::new(),
+        };
+        if portal.is_empty() {
+            self.portal_effects = effects;
+        }
+        match stmt {
+            Some(s) => {
+                self.ensure_prepared(&s);
+                encode::bind(&mut self.to_server, portal, &s.global, rest);
+            }
+            // Unnamed, or unknown: the server answers for an unknown name itself.
+            None => self.to_server.extend_from_slice(&frame),
+        }
+        let t = self.token();
+        self.tracker.push(TKind::Bind, Origin::Client, t);
+        Ok(())
+    }
+
+    fn describe(&mut self, frame: Bytes, body: &[u8]) -> Result<(), Error> {
+        let (kind, name) =
+            msg::target(body).ok_or_else(|| Error::protocol("malformed Describe message"))?;
+        match (kind, self.stmts.get(name)) {
+            (b'S', Some(s)) if !name.is_empty() => {
+                self.ensure_prepared(&s);
+                encode::target(&mut self.to_server, fe::DESCRIBE, b'S', &s.global);
+            }
+            _ => self.to_server.extend_from_slice(&frame),
+        }
+        let t = self.token();
+        self.tracker.push(TKind::Describe, Origin::Client, t);
+        Ok(())
+    }
+
+    fn close(&mut self, frame: Bytes, body: &[u8]) -> Result<(), Error> {
+        let (kind, name) =
+            msg::target(body).ok_or_else(|| Error::protocol("malformed Close message"))?;
+        let t = self.token();
+        if kind == b'S' && !name.is_empty() {
+            // The statement stays cached on the server for other clients; this client
+            // just forgets its name.
+            self.stmts.remove(name);
+            self.tracker
+                .push(TKind::Close, synthetic(encode::close_complete), t);
+            return Ok(());
+        }
+        self.tracker.push(TKind::Close, Origin::Client, t);
+        self.to_server.extend_from_slice(&frame);
+        Ok(())
+    }
+}

@@ -1,0 +1,196 @@
+//! Server messages in the relay: forward what belongs to the client, drop the answers
+//! to what Sluice sent by itself, follow transaction status, reported parameters and
+//! statement outcomes, and apply confirmed effects to the session ledger.
+
+use super::relay::{Action, Relay, STREAM_OVER};
+use crate::error::{Error, Kind, Side};
+use bytes::Buf;
+use sluice_sql::Effect;
+use sluice_wire_pg::Item;
+use sluice_wire_pg::msg::{self, be};
+use sluice_wire_pg::track::{Kind as TKind, Outcome};
+
+fn desync(e: impl std::fmt::Display) -> Error {
+    Error::new(Kind::Desync, Side::Server, e.to_string())
+}
+
+/// Server frames Sluice reads whole; rows and copy data stream through when large.
+fn whole(tag: u8) -> bool {
+    tag != be::DATA_ROW && tag != be::COPY_DATA
+}
+
+impl Relay {
+    pub(super) fn on_server(&mut self) -> Result<(), Error> {
+        let max = self.s.max_message;
+        loop {
+            self.tracker.release_synthetic(&mut self.to_client);
+            let Some(lease) = self.s.lease.as_mut() else {
+                return Ok(());
+            };
+            let conn = &mut lease.conn;
+            let Some(item) = self
+                .sscan
+                .next(&conn.rbuf, max, STREAM_OVER, whole)
+                .map_err(desync)?
+            else {
+                break;
+            };
+            match item {
+                Item::Chunk(n) => {
+                    if !self.s_dropping {
+                        self.to_client.extend_from_slice(&conn.rbuf[..n]);
+                    }
+                    conn.rbuf.advance(n);
+                }
+                Item::Head(h) => {
+                    let fwd = self.tracker.on_frame(h.tag).map_err(desync)?;
+                    self.s_dropping = !fwd;
+                    if fwd {
+                        self.to_client.extend_from_slice(&conn.rbuf[..5]);
+                    }
+                    conn.rbuf.advance(5);
+                }
+                Item::Whole(h) => {
+                    let head = self.tracker.head_token();
+                    let fwd = self.tracker.on_frame(h.tag).map_err(desync)?;
+                    let frame = conn.rbuf.split_to(h.frame_len);
+                    let body = &frame[5..];
+                    match h.tag {
+                        be::READY_FOR_QUERY => {
+                            let st = msg::ready_status(body)
+                                .ok_or_else(|| desync("bad ReadyForQuery"))?;
+                            conn.status = st;
+                            self.status = st;
+                            self.at_rest = self.tracker.is_idle();
+                        }
+                        be::PARAMETER_STATUS => {
+                            if let Some((k, v)) = msg::parameter_status(body) {
+                                conn.set_reported(k, v);
+                                if fwd {
+                                    self.s.client_params.insert(k.to_owned(), v.to_owned());
+                                }
+                            }
+                        }
+                        be::COMMAND_COMPLETE => {
+                            self.last_tag.clear();
+                            self.last_tag
+                                .extend_from_slice(msg::command_tag(body).unwrap_or_default());
+                        }
+                        _ => {}
+                    }
+                    if fwd {
+                        self.to_client.extend_from_slice(&frame);
+                    }
+                    if self.tx_mode() {
+                        self.after_frame(h.tag, head);
+                    }
+                }
+            }
+            if self.tracker.has_done() {
+                self.handle_done();
+            }
+        }
+        self.tracker.release_synthetic(&mut self.to_client);
+        Ok(())
+    }
+
+    /// Session-state bookkeeping for one whole server frame (transaction mode).
+    fn after_frame(&mut self, tag: u8, head: Option<u64>) {
+        match tag {
+            be::COMMAND_COMPLETE => {
+                let Some((t, Action::Effects(q))) = self.actions.front_mut() else {
+                    return;
+                };
+                if Some(*t) != head {
+                    return;
+                }
+                if let Some(e) = q.pop_front() {
+                    self.apply_effect(&e);
+                }
+            }
+            be::ERROR_RESPONSE => {
+                if let Some((t, Action::Effects(q))) = self.actions.front_mut() {
+                    if Some(*t) == head {
+                        q.clear();
+                    }
+                }
+            }
+            be::READY_FOR_QUERY => {
+                let in_tx = self.status != b'I';
+                if self.ledger_in_tx && !in_tx {
+                    self.ledger.end_transaction(false);
+                }
+                self.ledger_in_tx = in_tx;
+            }
+            _ => {}
+        }
+    }
+
+    fn apply_effect(&mut self, e: &Effect) {
+        match e {
+            Effect::Begin => self.ledger_in_tx = true,
+            Effect::TxEnd => {
+                self.ledger
+                    .end_transaction(self.last_tag.starts_with(b"COMMIT"));
+                self.ledger_in_tx = false;
+            }
+            e => self.ledger.apply(e, self.ledger_in_tx, &self.shared.pins),
+        }
+        let Some(lease) = self.s.lease.as_mut() else {
+            return;
+        };
+        match e {
+            Effect::DeallocateAll => {
+                lease.conn.prepared.clear();
+                self.stmts.clear();
+            }
+            Effect::DiscardAll => {
+                lease.conn.prepared.clear();
+                self.stmts.clear();
+                lease.conn.applied_sets.clear();
+            }
+            _ => {}
+        }
+        if matches!(
+            e,
+            Effect::Set { .. } | Effect::Reset { .. } | Effect::ResetAll | Effect::TxEnd
+        ) {
+            lease.conn.applied_sets.clone_from(&self.ledger.sets);
+        }
+    }
+
+    fn handle_done(&mut self) {
+        let done: Vec<_> = self.tracker.take_done().collect();
+        for d in done {
+            while let Some((t, _)) = self.actions.front() {
+                if *t > d.token {
+                    break;
+                }
+                let Some((t, action)) = self.actions.pop_front() else {
+                    break;
+                };
+                if t != d.token {
+                    continue;
+                }
+                match action {
+                    Action::Parse { hash, client_name } if d.outcome != Outcome::Ok => {
+                        if let Some(l) = self.s.lease.as_mut() {
+                            l.conn.prepared.remove(hash);
+                        }
+                        if let Some(name) = client_name {
+                            self.stmts.remove(&name);
+                        }
+                    }
+                    Action::ExecEffects(effects)
+                        if d.outcome == Outcome::Ok && d.kind == TKind::Execute =>
+                    {
+                        for e in &effects {
+                            self.apply_effect(e);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! Making a server connection look like the client's own: the startup parameters that
+//! shape a pool (and so are part of its key), the reported parameters set per client,
+//! and the ledger's SETs replayed when a client gets a connection another client used.
+
+use crate::backend::pg::ServerConn;
+use crate::error::{Error, Kind, Side};
+use crate::session::Ledger;
+use std::collections::BTreeMap;
+
+/// Reported parameters a client may set at startup and Sluice sets per client.
+pub const SETTABLE: [&str; 6] = [
+    "application_name",
+    "client_encoding",
+    "DateStyle",
+    "TimeZone",
+    "IntervalStyle",
+    "standard_conforming_strings",
+];
+
+fn settable(name: &str) -> Option<&'static str> {
+    SETTABLE
+        .iter()
+        .copied()
+        .find(|s| s.eq_ignore_ascii_case(name))
+}
+
+/// Startup parameters that shape a connection for good (everything but the user, the
+/// database and the per-client settable ones): connections differ by them.
+pub fn shaping_params(params: &[(String, String)]) -> Vec<(String, String)> {
+    let mut v: Vec<_> = params
+        .iter()
+        .filter(|(k, _)| k != "user" && k != "database" && settable(k).is_none())
+        .cloned()
+        .collect();
+    v.sort();
+    v
+}
+
+pub fn quote_literal(v: &str) -> String {
+    format!("'{}'", v.replace('\'', "''"))
+}
+
+fn quote_ident(name: &str) -> String {
+    if name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'.')
+    {
+        name.to_owned()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
+}
+
+/// Applies the client's settable startup parameters on a connection from the pool.
+pub async fn apply_startup_params(
+    conn: &mut ServerConn,
+    params: &[(String, String)],
+) -> Result<(), Error> {
+    let mut sql = String::new();
+    for (k, v) in params {
+        let Some(name) = settable(k) else { continue };
+        if conn
+            .reported
+            .get(name)
+            .is_none_or(|cur| !cur.eq_ignore_ascii_case(v))
+        {
+            sql.push_str(&format!("SET {name} = {};", quote_literal(v)));
+        }
+    }
+    if sql.is_empty() {
+        return Ok(());
+    }
+    match conn.run(&[&sql]).await? {
+        None => Ok(()),
+        Some(msg) => Err(Error::new(Kind::Protocol, Side::Client, msg).with_sqlstate("22023")),
+    }
+}
+
+/// The statements that bring `conn` to the client's session state, if any differ.
+pub fn replay_sql(
+    conn: &ServerConn,
+    ledger: &Ledger,
+    client_params: &BTreeMap<String, String>,
+) -> Option<String> {
+    let mut sql = String::new();
+    let mut reset = Vec::new();
+    for (name, stmt) in &conn.applied_sets {
+        if ledger.sets.get(name) != Some(stmt) && !ledger.sets.contains_key(name) {
+            sql.push_str(&format!("RESET {};", quote_ident(name)));
+            reset.push(name.as_str());
+        }
+    }
+    for name in SETTABLE {
+        let want = client_params.get(name);
+        let touched = reset.iter().any(|r| r.eq_ignore_ascii_case(name));
+        if let Some(v) = want.filter(|v| touched || conn.reported.get(name) != Some(*v)) {
+            sql.push_str(&format!("SET {name} = {};", quote_literal(v)));
+        }
+    }
+    for (name, stmt) in &ledger.sets {
+        if conn.applied_sets.get(name) != Some(stmt) {
+            sql.push_str(stmt);
+            sql.push(';');
+        }
+    }
+    (!sql.is_empty()).then_some(sql)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shaping_params_ignore_per_client_ones() {
+        let p = vec![
+            ("user".to_string(), "u".to_string()),
+            ("application_name".into(), "x".into()),
+            ("options".into(), "-c work_mem=1MB".into()),
+            ("datestyle".into(), "ISO".into()),
+        ];
+        assert_eq!(
+            shaping_params(&p),
+            vec![("options".to_string(), "-c work_mem=1MB".to_string())]
+        );
+        assert_eq!(quote_literal("it's"), "'it''s'");
+        assert_eq!(quote_ident("Work"), "\"Work\"");
+        assert_eq!(quote_ident("my.custom"), "my.custom");
+    }
+}

@@ -1,0 +1,64 @@
+//! Prepared statements in transaction mode: a client's named statements get pool-wide
+//! names (a hash of query text and parameter types), so the same statement prepared by
+//! many clients exists once per server connection, and a statement is prepared on a
+//! connection the first time it runs there.
+
+use bytes::Bytes;
+use sluice_sql::Effect;
+use std::collections::HashMap;
+use std::sync::Arc as Rc;
+
+pub struct Stmt {
+    pub hash: u64,
+    pub global: Bytes,
+    pub query: Bytes,
+    /// Parameter type count and oids, as in the Parse message.
+    pub types: Bytes,
+    pub effects: Vec<Effect>,
+}
+
+pub fn hash(query: &[u8], types: &[u8]) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(query);
+    h.update(&[0]);
+    h.update(types);
+    h.digest()
+}
+
+pub fn global_name(hash: u64) -> Bytes {
+    Bytes::from(format!("sluice_{hash:016x}"))
+}
+
+/// A client's protocol-level named statements.
+#[derive(Default)]
+pub struct Statements {
+    map: HashMap<Bytes, Rc<Stmt>>,
+}
+
+impl Statements {
+    pub fn get(&self, name: &[u8]) -> Option<Rc<Stmt>> {
+        self.map.get(name).cloned()
+    }
+
+    pub fn insert(&mut self, name: Bytes, stmt: Rc<Stmt>) {
+        self.map.insert(name, stmt);
+    }
+
+    pub fn remove(&mut self, name: &[u8]) -> Option<Rc<Stmt>> {
+        self.map.remove(name)
+    }
+
+    pub fn clear(&mut self) {
+        self.map.clear();
+    }
+}
+
+/// Effects worth tracking in a query (none for plain DML/SELECT).
+pub fn interesting(sql: &[u8]) -> Vec<Effect> {
+    let e = sluice_sql::effects(sql);
+    if e.iter().all(|e| *e == Effect::None) {
+        Vec::new()
+    } else {
+        e
+    }
+}

@@ -1,0 +1,95 @@
+//! The `sluice` command: run on the built-in default or a TOML file, or check a file.
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use sluice_config::{Config, LogFormat};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "sluice",
+    version,
+    about = "A fast SQL proxy for PostgreSQL and MySQL/MariaDB"
+)]
+struct Cli {
+    /// Run with this TOML configuration instead of the built-in default.
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate a configuration file and report every error with file and line.
+    CheckConfig { file: PathBuf },
+    /// Print the built-in default configuration.
+    PrintDefault,
+}
+
+fn init_logging(config: &Config) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&config.general.log_level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match config.general.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::CheckConfig { file }) => {
+            return match sluice_config::load(&file) {
+                Ok(_) => {
+                    println!("{}: OK", file.display());
+                    Ok(())
+                }
+                Err(errors) => {
+                    eprintln!("{errors}");
+                    std::process::exit(1);
+                }
+            };
+        }
+        Some(Command::PrintDefault) => {
+            print!("{}", sluice_config::BUILTIN_DEFAULT_TOML);
+            return Ok(());
+        }
+        None => {}
+    }
+    let config = match &cli.config {
+        Some(path) => match sluice_config::load(path) {
+            Ok(c) => c,
+            Err(errors) => {
+                eprintln!("{errors}");
+                std::process::exit(1);
+            }
+        },
+        None => sluice_config::builtin_default(),
+    };
+    init_logging(&config);
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if config.general.worker_threads > 0 {
+        rt.worker_threads(config.general.worker_threads);
+    }
+    let rt = rt.enable_all().build().context("starting the runtime")?;
+    rt.block_on(run(config))
+}
+
+async fn run(config: Config) -> Result<()> {
+    let timeout = config.general.shutdown_timeout;
+    let handle = sluice::server::start(config).await?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down: no new clients; waiting for transactions in flight");
+    handle.shutdown(timeout).await;
+    tracing::info!("stopped");
+    Ok(())
+}

@@ -1,0 +1,291 @@
+//! Server connection pools: one per (server, database, user, startup options).
+//!
+//! A client leases a connection for as long as the session decides (a statement, a
+//! transaction, the whole session) and gives it back clean, or drops it and the pool
+//! forgets it. When every connection is leased a client waits up to the pool's wait
+//! timeout and then gets an error naming the pool. Pools for pass-through users grow
+//! only by clients' logins (Sluice has no password to open more); pools for configured
+//! users open connections as needed.
+
+use crate::backend::pg::{Credentials, LoginError, ServerConn, Target, login};
+use crate::error::{Error, Kind, Side};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PoolKey {
+    pub server: String,
+    pub database: String,
+    pub user: String,
+    /// Startup parameters that shape a connection for good (options and other GUCs).
+    pub extra: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub size: usize,
+    pub min_idle: usize,
+    pub wait_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub lifetime: Duration,
+    pub statement_cache: usize,
+    pub reset_query: String,
+}
+
+/// How the pool opens connections by itself, if it can.
+pub struct Opener {
+    pub target: Target,
+    pub params: Vec<(String, String)>,
+    pub creds: Credentials,
+}
+
+struct State {
+    idle: Vec<ServerConn>,
+    total: usize,
+}
+
+pub struct Pool {
+    pub name: String,
+    pub key: PoolKey,
+    pub settings: Settings,
+    state: Mutex<State>,
+    notify: Notify,
+    opener: Mutex<Option<Arc<Opener>>>,
+    pub leases: AtomicU64,
+    pub waits: AtomicU64,
+}
+
+/// A leased connection. Dropping a lease without [`Pool::put_back`] closes the
+/// connection: its state is not known to be clean.
+pub struct Lease {
+    pub conn: ServerConn,
+    pool: Arc<Pool>,
+}
+
+impl Lease {
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+
+    /// Gives the connection back without any reset: only when the session knows it clean.
+    pub fn put_back(self) {
+        let Lease { conn, pool } = self;
+        pool.give_back(conn);
+    }
+
+    /// Resets the connection with the pool's reset query and gives it back; closes it if
+    /// the reset fails.
+    pub async fn reset_and_put_back(self) {
+        let Lease { mut conn, pool } = self;
+        let q = pool.settings.reset_query.clone();
+        match conn.reset(&q).await {
+            Ok(()) => pool.give_back(conn),
+            Err(e) => {
+                tracing::debug!(pool = %pool.name, error = %e, "reset failed; closing server connection");
+                pool.forget(conn);
+            }
+        }
+    }
+
+    /// Closes the connection for good.
+    pub fn discard(self) {
+        let Lease { conn, pool } = self;
+        pool.forget(conn);
+    }
+}
+
+impl Pool {
+    pub fn new(name: String, key: PoolKey, settings: Settings) -> Arc<Pool> {
+        Arc::new(Pool {
+            name,
+            key,
+            settings,
+            state: Mutex::new(State {
+                idle: Vec::new(),
+                total: 0,
+            }),
+            notify: Notify::new(),
+            opener: Mutex::new(None),
+            leases: AtomicU64::new(0),
+            waits: AtomicU64::new(0),
+        })
+    }
+
+    pub fn set_opener(&self, opener: Arc<Opener>) {
+        *self.opener.lock() = Some(opener);
+    }
+
+    pub fn counts(&self) -> (usize, usize) {
+        let st = self.state.lock();
+        (st.total, st.idle.len())
+    }
+
+    fn usable(&self, c: &ServerConn, now: Instant) -> bool {
+        let s = &self.settings;
+        !(s.lifetime > Duration::ZERO && now.duration_since(c.created) > s.lifetime
+            || s.idle_timeout > Duration::ZERO && now.duration_since(c.last_used) > s.idle_timeout)
+    }
+
+    fn give_back(self: &Arc<Self>, mut conn: ServerConn) {
+        let now = Instant::now();
+        conn.last_used = now;
+        let keep = {
+            let mut st = self.state.lock();
+            if st.total > self.settings.size || !self.usable(&conn, now) || conn.status != b'I' {
+                st.total -= 1;
+                Some(conn)
+            } else {
+                st.idle.push(conn);
+                None
+            }
+        };
+        if let Some(c) = keep {
+            c.close();
+        }
+        self.notify.notify_one();
+    }
+
+    fn forget(&self, conn: ServerConn) {
+        self.state.lock().total -= 1;
+        conn.close();
+        self.notify.notify_one();
+    }
+
+    /// Takes a connection a client's login opened (pass-through auth) into the pool,
+    /// leased to that client.
+    pub fn adopt(self: &Arc<Self>, conn: ServerConn) -> Lease {
+        self.state.lock().total += 1;
+        self.leases.fetch_add(1, Ordering::Relaxed);
+        Lease {
+            conn,
+            pool: self.clone(),
+        }
+    }
+
+    /// Leases a connection, waiting up to the wait timeout.
+    pub async fn lease(self: &Arc<Self>) -> Result<Lease, LoginError> {
+        let deadline = tokio::time::Instant::now() + self.settings.wait_timeout;
+        let mut waited = false;
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let opener = self.opener.lock().clone();
+            let mut expired = Vec::new();
+            let create = {
+                let mut st = self.state.lock();
+                let now = Instant::now();
+                let mut got = None;
+                while let Some(c) = st.idle.pop() {
+                    if self.usable(&c, now) {
+                        got = Some(c);
+                        break;
+                    }
+                    st.total -= 1;
+                    expired.push(c);
+                }
+                if let Some(conn) = got {
+                    drop(st);
+                    expired.into_iter().for_each(ServerConn::close);
+                    self.leases.fetch_add(1, Ordering::Relaxed);
+                    return Ok(Lease {
+                        conn,
+                        pool: self.clone(),
+                    });
+                }
+                if st.total < self.settings.size && opener.is_some() {
+                    st.total += 1;
+                    true
+                } else {
+                    false
+                }
+            };
+            expired.into_iter().for_each(ServerConn::close);
+            if let (true, Some(op)) = (create, opener) {
+                return match login(&op.target, &op.params, &op.creds).await {
+                    Ok(conn) => {
+                        self.leases.fetch_add(1, Ordering::Relaxed);
+                        Ok(Lease {
+                            conn,
+                            pool: self.clone(),
+                        })
+                    }
+                    Err(e) => {
+                        self.state.lock().total -= 1;
+                        self.notify.notify_one();
+                        Err(e)
+                    }
+                };
+            }
+            if !waited {
+                waited = true;
+                self.waits.fetch_add(1, Ordering::Relaxed);
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return Err(LoginError::Proxy(Error::new(
+                    Kind::PoolTimeout,
+                    Side::Internal,
+                    format!(
+                        "no server connection available in pool \"{}\" within {:?} (all {} in use)",
+                        self.name, self.settings.wait_timeout, self.settings.size
+                    ),
+                )));
+            }
+        }
+    }
+
+    /// Closes idle connections past their idle timeout or lifetime.
+    pub fn reap(&self) {
+        let now = Instant::now();
+        let mut closed = Vec::new();
+        {
+            let mut st = self.state.lock();
+            let mut i = 0;
+            while i < st.idle.len() {
+                if self.usable(&st.idle[i], now) {
+                    i += 1;
+                } else {
+                    closed.push(st.idle.swap_remove(i));
+                    st.total -= 1;
+                }
+            }
+        }
+        closed.into_iter().for_each(ServerConn::close);
+    }
+
+    /// Closes every idle connection (shutdown).
+    pub fn close_idle(&self) {
+        let idle: Vec<_> = {
+            let mut st = self.state.lock();
+            st.total -= st.idle.len();
+            st.idle.drain(..).collect()
+        };
+        idle.into_iter().for_each(ServerConn::close);
+    }
+}
+
+/// All pools of the process.
+#[derive(Default)]
+pub struct Pools {
+    map: Mutex<HashMap<PoolKey, Arc<Pool>>>,
+}
+
+impl Pools {
+    pub fn get_or_create(&self, key: &PoolKey, make: impl FnOnce() -> Arc<Pool>) -> Arc<Pool> {
+        let mut map = self.map.lock();
+        if let Some(p) = map.get(key) {
+            return p.clone();
+        }
+        let p = make();
+        map.insert(key.clone(), p.clone());
+        p
+    }
+
+    pub fn all(&self) -> Vec<Arc<Pool>> {
+        self.map.lock().values().cloned().collect()
+    }
+}

@@ -1,0 +1,104 @@
+//! Starting and stopping a Sluice instance: TLS set-up, binding listeners, the pool
+//! reaper, and the graceful drain on shutdown. Used by `main` and by tests, which run
+//! several instances in one process.
+
+use crate::listener;
+use crate::shared::Shared;
+use anyhow::{Context, Result};
+use sluice_config::{Config, ServerTls};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::task::TaskTracker;
+
+pub struct Handle {
+    pub shared: Arc<Shared>,
+    /// Bound address of each listener, by name.
+    pub addrs: HashMap<String, SocketAddr>,
+    shutdown: watch::Sender<bool>,
+    clients: TaskTracker,
+    accept: TaskTracker,
+}
+
+/// Binds every listener and starts serving.
+pub async fn start(config: Config) -> Result<Handle> {
+    let mut connectors = HashMap::new();
+    for s in config.servers.values() {
+        if s.tls != ServerTls::Disable {
+            let ca = if s.tls.verifies() {
+                s.tls_ca_file.as_deref()
+            } else {
+                None
+            };
+            let c = crate::tls::connector(ca)
+                .with_context(|| format!("server \"{}\": TLS set-up", s.name))?;
+            connectors.insert(s.name.clone(), c);
+        }
+    }
+    let (tx, rx) = watch::channel(false);
+    let shared = Shared::new(config.clone(), connectors, rx);
+    let clients = TaskTracker::new();
+    let accept = TaskTracker::new();
+    let mut addrs = HashMap::new();
+    for l in config.listeners.values() {
+        let ctx = Arc::new(listener::context(l)?);
+        let socket = listener::bind(l).await?;
+        addrs.insert(l.name.clone(), socket.local_addr()?);
+        tracing::info!(listener = %l.name, address = %socket.local_addr()?, protocol = %l.protocol, "listening");
+        accept.spawn(listener::serve(
+            shared.clone(),
+            socket,
+            ctx,
+            clients.clone(),
+        ));
+    }
+    let reaper = shared.clone();
+    accept.spawn(async move {
+        let mut rx = reaper.shutdown.clone();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+                _ = rx.wait_for(|s| *s) => break,
+            }
+            for p in reaper.pools.all() {
+                p.reap();
+            }
+        }
+    });
+    Ok(Handle {
+        shared,
+        addrs,
+        shutdown: tx,
+        clients,
+        accept,
+    })
+}
+
+impl Handle {
+    /// Stops accepting; sessions end as soon as they are between transactions.
+    pub fn begin_shutdown(&self) {
+        let _ = self.shutdown.send(true);
+    }
+
+    /// Drains for up to `timeout`, then closes whatever is left.
+    pub async fn shutdown(self, timeout: Duration) {
+        self.begin_shutdown();
+        self.accept.close();
+        self.accept.wait().await;
+        self.clients.close();
+        if tokio::time::timeout(timeout, self.clients.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                ?timeout,
+                "shutdown timeout reached; closing remaining sessions"
+            );
+        }
+        for p in self.shared.pools.all() {
+            p.close_idle();
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! The session-state ledger: what a client changed on its server connection.
+//!
+//! Entries are either replayable (session-level SETs, re-applied on the next server
+//! connection the client gets) or pinning (state that lives on one server connection:
+//! SQL-level prepared statements, temp tables, advisory locks, LISTEN, WITH HOLD cursors,
+//! set_config). A pinned client keeps its server connection until the state is cleared.
+//! Effects are applied only once the server confirms the statement, and SETs made inside
+//! a transaction only when it commits.
+
+use sluice_sql::Effect;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PinReason {
+    SqlPrepare,
+    TempTable,
+    AdvisoryLock,
+    Listen,
+    HoldCursor,
+    SetConfig,
+}
+
+impl PinReason {
+    pub const ALL: [PinReason; 6] = [
+        PinReason::SqlPrepare,
+        PinReason::TempTable,
+        PinReason::AdvisoryLock,
+        PinReason::Listen,
+        PinReason::HoldCursor,
+        PinReason::SetConfig,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PinReason::SqlPrepare => "sql_prepare",
+            PinReason::TempTable => "temp_table",
+            PinReason::AdvisoryLock => "advisory_lock",
+            PinReason::Listen => "listen",
+            PinReason::HoldCursor => "hold_cursor",
+            PinReason::SetConfig => "set_config",
+        }
+    }
+}
+
+/// Process-wide counts of pins taken, by reason (for the admin console and metrics).
+#[derive(Debug, Default)]
+pub struct PinCounters([AtomicU64; 6]);
+
+impl PinCounters {
+    pub fn bump(&self, r: PinReason) {
+        self.0[r as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn get(&self, r: PinReason) -> u64 {
+        self.0[r as usize].load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Ledger {
+    /// Session-level SETs to replay, by parameter: the statement text.
+    pub sets: BTreeMap<String, String>,
+    /// SET / RESET inside the open transaction: applied at COMMIT, dropped at ROLLBACK.
+    staged: Vec<(String, Option<String>)>,
+    sql_prepared: BTreeSet<String>,
+    hold_cursors: BTreeSet<String>,
+    pins: BTreeSet<PinReason>,
+}
+
+impl Ledger {
+    pub fn is_pinned(&self) -> bool {
+        !self.pins.is_empty()
+    }
+
+    pub fn pin_reasons(&self) -> impl Iterator<Item = PinReason> + '_ {
+        self.pins.iter().copied()
+    }
+
+    fn pin(&mut self, r: PinReason, counters: &PinCounters) {
+        if self.pins.insert(r) {
+            counters.bump(r);
+        }
+    }
+
+    fn set(&mut self, name: String, sql: Option<String>, in_tx: bool) {
+        if in_tx {
+            self.staged.push((name, sql));
+            return;
+        }
+        match sql {
+            Some(s) => {
+                self.sets.insert(name, s);
+            }
+            None => {
+                self.sets.remove(&name);
+            }
+        }
+    }
+
+    /// The transaction ended: keep its SETs if it committed.
+    pub fn end_transaction(&mut self, committed: bool) {
+        let staged = std::mem::take(&mut self.staged);
+        if committed {
+            for (name, sql) in staged {
+                self.set(name, sql, false);
+            }
+        }
+    }
+
+    /// Applies a statement the server has confirmed. `in_tx`: it ran inside an explicit
+    /// transaction block.
+    pub fn apply(&mut self, effect: &Effect, in_tx: bool, counters: &PinCounters) {
+        match effect {
+            Effect::Set { name, sql } => self.set(name.clone(), Some(sql.clone()), in_tx),
+            Effect::Reset { name } => self.set(name.clone(), None, in_tx),
+            Effect::ResetAll => {
+                if in_tx {
+                    let names: Vec<_> = self.sets.keys().cloned().collect();
+                    self.staged.extend(names.into_iter().map(|n| (n, None)));
+                } else {
+                    self.sets.clear();
+                }
+            }
+            Effect::Prepare { name } => {
+                self.sql_prepared.insert(name.clone());
+                self.pin(PinReason::SqlPrepare, counters);
+            }
+            Effect::Deallocate { name } => {
+                self.sql_prepared.remove(name);
+                if self.sql_prepared.is_empty() {
+                    self.pins.remove(&PinReason::SqlPrepare);
+                }
+            }
+            Effect::DeallocateAll => {
+                self.sql_prepared.clear();
+                self.pins.remove(&PinReason::SqlPrepare);
+            }
+            Effect::DiscardAll => {
+                *self = Ledger::default();
+            }
+            Effect::DiscardTemp => {
+                self.pins.remove(&PinReason::TempTable);
+            }
+            Effect::Listen => self.pin(PinReason::Listen, counters),
+            Effect::UnlistenAll => {
+                self.pins.remove(&PinReason::Listen);
+            }
+            Effect::CreateTemp => self.pin(PinReason::TempTable, counters),
+            Effect::DeclareHold { name } => {
+                self.hold_cursors.insert(name.clone());
+                self.pin(PinReason::HoldCursor, counters);
+            }
+            Effect::CloseCursor { name } => {
+                self.hold_cursors.remove(name);
+                if self.hold_cursors.is_empty() {
+                    self.pins.remove(&PinReason::HoldCursor);
+                }
+            }
+            Effect::CloseAllCursors => {
+                self.hold_cursors.clear();
+                self.pins.remove(&PinReason::HoldCursor);
+            }
+            Effect::AdvisoryLock => self.pin(PinReason::AdvisoryLock, counters),
+            Effect::AdvisoryUnlockAll => {
+                self.pins.remove(&PinReason::AdvisoryLock);
+            }
+            Effect::SetConfig => self.pin(PinReason::SetConfig, counters),
+            Effect::None | Effect::Begin | Effect::TxEnd | Effect::SetLocal => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(name: &str) -> Effect {
+        Effect::Set {
+            name: name.into(),
+            sql: format!("SET {name} = 1"),
+        }
+    }
+
+    #[test]
+    fn sets_follow_transactions() {
+        let c = PinCounters::default();
+        let mut l = Ledger::default();
+        l.apply(&set("a"), false, &c);
+        l.apply(&set("b"), true, &c);
+        l.end_transaction(false);
+        assert_eq!(l.sets.keys().collect::<Vec<_>>(), ["a"]);
+        l.apply(&set("b"), true, &c);
+        l.apply(&Effect::Reset { name: "a".into() }, true, &c);
+        l.end_transaction(true);
+        assert_eq!(l.sets.keys().collect::<Vec<_>>(), ["b"]);
+        l.apply(&Effect::ResetAll, false, &c);
+        assert!(l.sets.is_empty());
+    }
+
+    #[test]
+    fn pins_and_releases() {
+        let c = PinCounters::default();
+        let mut l = Ledger::default();
+        l.apply(&Effect::Prepare { name: "p".into() }, false, &c);
+        l.apply(&Effect::DeclareHold { name: "k".into() }, false, &c);
+        assert!(l.is_pinned());
+        l.apply(&Effect::Deallocate { name: "p".into() }, false, &c);
+        assert!(l.is_pinned());
+        l.apply(&Effect::CloseCursor { name: "k".into() }, false, &c);
+        assert!(!l.is_pinned());
+        l.apply(&Effect::CreateTemp, false, &c);
+        l.apply(&Effect::Listen, false, &c);
+        l.apply(&Effect::DiscardAll, false, &c);
+        assert!(!l.is_pinned());
+        assert_eq!(c.get(PinReason::SqlPrepare), 1);
+        assert_eq!(c.get(PinReason::Listen), 1);
+    }
+}

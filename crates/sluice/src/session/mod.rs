@@ -1,0 +1,64 @@
+//! The session: per-client state shared by both protocols. It decides how long a client
+//! must hold its server connection (statement, transaction, session, or pinned) from
+//! the pool mode, the transaction status and the ledger of what the client changed.
+
+pub mod ledger;
+
+pub use ledger::{Ledger, PinReason};
+use sluice_config::PoolMode;
+
+/// What the session needs to know to decide whether a server connection can go back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxStatus {
+    Idle,
+    InTransaction,
+    Failed,
+}
+
+impl TxStatus {
+    pub fn from_pg(status: u8) -> TxStatus {
+        match status {
+            b'I' => TxStatus::Idle,
+            b'T' => TxStatus::InTransaction,
+            _ => TxStatus::Failed,
+        }
+    }
+}
+
+/// May the client's server connection be released now? Only at rest (nothing in flight),
+/// outside a transaction, in transaction mode, and with no pinning state.
+pub fn may_release(mode: PoolMode, at_rest: bool, tx: TxStatus, ledger: &Ledger) -> bool {
+    mode == PoolMode::Transaction && at_rest && tx == TxStatus::Idle && !ledger.is_pinned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn release_rules() {
+        let l = Ledger::default();
+        assert!(may_release(PoolMode::Transaction, true, TxStatus::Idle, &l));
+        assert!(!may_release(PoolMode::Session, true, TxStatus::Idle, &l));
+        assert!(!may_release(
+            PoolMode::Transaction,
+            false,
+            TxStatus::Idle,
+            &l
+        ));
+        assert!(!may_release(
+            PoolMode::Transaction,
+            true,
+            TxStatus::InTransaction,
+            &l
+        ));
+        let mut p = Ledger::default();
+        p.apply(&sluice_sql::Effect::Listen, false, &Default::default());
+        assert!(!may_release(
+            PoolMode::Transaction,
+            true,
+            TxStatus::Idle,
+            &p
+        ));
+    }
+}

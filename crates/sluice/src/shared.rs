@@ -1,0 +1,78 @@
+//! The context every task gets (`Arc<Shared>`): the configuration snapshot, pools,
+//! cancel keys, counters and the shutdown signal. No process-wide globals, so tests can
+//! run several Sluice instances in one process.
+
+use crate::cancel;
+use crate::pool::Pools;
+use crate::session::ledger::PinCounters;
+use arc_swap::ArcSwap;
+use sluice_config::Config;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use tokio::sync::watch;
+
+pub struct Shared {
+    pub config: ArcSwap<Config>,
+    pub pools: Pools,
+    pub cancels: Arc<cancel::Registry>,
+    pub pins: PinCounters,
+    /// TLS towards each server that uses it, by server name.
+    pub connectors: HashMap<String, tokio_rustls::TlsConnector>,
+    pub shutdown: watch::Receiver<bool>,
+    pub clients: AtomicUsize,
+    next_pid: AtomicI32,
+}
+
+impl Shared {
+    pub fn new(
+        config: Config,
+        connectors: HashMap<String, tokio_rustls::TlsConnector>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Arc<Shared> {
+        Arc::new(Shared {
+            config: ArcSwap::from_pointee(config),
+            pools: Pools::default(),
+            cancels: Arc::new(cancel::Registry::default()),
+            pins: PinCounters::default(),
+            connectors,
+            shutdown,
+            clients: AtomicUsize::new(0),
+            next_pid: AtomicI32::new(rand::random::<u16>() as i32 + 1_000_000),
+        })
+    }
+
+    /// A process id for a client that is not tied to one server connection.
+    pub fn next_pid(&self) -> i32 {
+        let p = self.next_pid.fetch_add(1, Ordering::Relaxed);
+        if p <= 0 {
+            self.next_pid.store(1_000_000, Ordering::Relaxed);
+        }
+        p.max(1)
+    }
+
+    pub fn shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+}
+
+/// Counts a client connection for as long as it lives.
+pub struct ClientSlot(Arc<Shared>);
+
+impl ClientSlot {
+    /// Takes a slot unless the process-wide cap is reached.
+    pub fn take(shared: &Arc<Shared>, max: usize) -> Option<ClientSlot> {
+        let n = shared.clients.fetch_add(1, Ordering::AcqRel);
+        if n >= max {
+            shared.clients.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(ClientSlot(shared.clone()))
+    }
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        self.0.clients.fetch_sub(1, Ordering::AcqRel);
+    }
+}

@@ -1,0 +1,81 @@
+//! A socket that is either plain TCP or TLS, for both sides of the proxy.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+pub enum Stream {
+    Plain(TcpStream),
+    TlsServer(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    TlsClient(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    pub fn is_tls(&self) -> bool {
+        !matches!(self, Stream::Plain(_))
+    }
+
+    pub fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::TlsServer(s) => s.get_ref().0,
+            Stream::TlsClient(s) => s.get_ref().0,
+        }
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::TlsServer(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Stream::TlsClient(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::TlsServer(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Stream::TlsClient(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::TlsServer(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Stream::TlsClient(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::TlsServer(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Stream::TlsClient(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// Writes all of `buf` and flushes (a TLS stream may hold bytes until flushed).
+pub async fn write_all_flush(s: &mut Stream, buf: &[u8]) -> io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    s.write_all(buf).await?;
+    if s.is_tls() {
+        s.flush().await?;
+    }
+    Ok(())
+}
