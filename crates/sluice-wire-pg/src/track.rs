@@ -25,6 +25,8 @@ pub enum Kind {
     /// A simple Query: complete at ReadyForQuery.
     Query,
     FunctionCall,
+    /// The client's CopyDone or CopyFail: no answer of its own, but it ends copy-in mode.
+    CopyEnd,
 }
 
 /// Who the responses of an entry are for.
@@ -71,6 +73,9 @@ pub struct Desync(pub u8);
 pub struct Tracker {
     queue: VecDeque<Entry>,
     done: Vec<Done>,
+    /// The server is in copy-in mode and the client has not ended it yet: Syncs the
+    /// client sends now are ignored by the server.
+    copy_in: bool,
 }
 
 impl Tracker {
@@ -80,11 +85,41 @@ impl Tracker {
 
     /// Records a message just written to the server.
     pub fn push(&mut self, kind: Kind, origin: Origin, token: u64) {
-        self.queue.push_back(Entry {
-            kind,
-            origin,
-            token,
-        });
+        match kind {
+            Kind::CopyEnd if self.copy_in => self.copy_in = false,
+            Kind::Sync if self.copy_in => {}
+            _ => self.queue.push_back(Entry {
+                kind,
+                origin,
+                token,
+            }),
+        }
+    }
+
+    /// The server entered copy-in mode for the head request: it ignores the Syncs the
+    /// client sent after that request up to the end of the copy.
+    fn enter_copy_in(&mut self) {
+        let mut i = 1;
+        while i < self.queue.len() {
+            match self.queue[i].kind {
+                Kind::Sync => {
+                    self.queue.remove(i);
+                }
+                Kind::CopyEnd => {
+                    self.queue.remove(i);
+                    return;
+                }
+                _ => i += 1,
+            }
+        }
+        self.copy_in = true;
+    }
+
+    /// CopyDone / CopyFail markers get no answer: drop them when they reach the head.
+    fn drop_markers(&mut self) {
+        while self.queue.front().is_some_and(|e| e.kind == Kind::CopyEnd) {
+            self.queue.pop_front();
+        }
     }
 
     /// No request in flight.
@@ -104,6 +139,7 @@ impl Tracker {
     /// Appends the answers Sluice gives itself that are now due (those at the head of the
     /// queue) to `out`.
     pub fn release_synthetic(&mut self, out: &mut BytesMut) {
+        self.drop_markers();
         while let Some(Entry {
             origin: Origin::Synthetic(bytes),
             ..
@@ -123,6 +159,7 @@ impl Tracker {
     /// Accounts for one server frame. Returns whether the frame goes to the client.
     /// Call [`Tracker::release_synthetic`] before and after each call.
     pub fn on_frame(&mut self, tag: u8) -> Result<bool, Desync> {
+        self.drop_markers();
         let Some(head) = self.queue.front() else {
             // Asynchronous messages may arrive at any time, and so may a FATAL error
             // (e.g. the server shutting down).
@@ -135,6 +172,7 @@ impl Tracker {
         let kind = head.kind;
         match (kind, tag) {
             (_, b'N' | b'A' | b'S') => {}
+            (Kind::Query | Kind::Execute, b'G') => self.enter_copy_in(),
             (Kind::Query | Kind::FunctionCall, b'Z') => self.complete(Outcome::Ok),
             (Kind::Query | Kind::FunctionCall, _) => {}
             (Kind::Sync, b'Z') => self.complete(Outcome::Ok),
@@ -155,7 +193,7 @@ impl Tracker {
             | (Kind::Describe, b'T' | b'n')
             | (Kind::Execute, b'C' | b'I' | b's') => self.complete(Outcome::Ok),
             (Kind::Describe, b't') => {}
-            (Kind::Execute, b'D' | b'G' | b'H' | b'W' | b'd' | b'c') => {}
+            (Kind::Execute, b'D' | b'H' | b'W' | b'd' | b'c') => {}
             _ => return Err(Desync(tag)),
         }
         Ok(forward)
@@ -184,6 +222,7 @@ impl Tracker {
     pub fn clear(&mut self) {
         self.queue.clear();
         self.done.clear();
+        self.copy_in = false;
     }
 }
 
@@ -273,6 +312,39 @@ mod tests {
         t.push(Kind::Bind, Origin::Client, 1);
         assert_eq!(t.on_frame(b'1'), Err(Desync(b'1')));
         assert!(t.on_frame(b'N').unwrap());
+    }
+
+    #[test]
+    fn syncs_during_copy_in_are_ignored() {
+        // Bind, Execute, Sync sent together; the server enters copy-in and ignores the
+        // Sync; then CopyData.., CopyDone, Sync.
+        let mut t = Tracker::new();
+        t.push(Kind::Bind, Origin::Client, 1);
+        t.push(Kind::Execute, Origin::Client, 2);
+        t.push(Kind::Sync, Origin::Client, 3);
+        assert!(t.on_frame(b'2').unwrap());
+        assert!(t.on_frame(b'G').unwrap());
+        t.push(Kind::Sync, Origin::Client, 4);
+        t.push(Kind::CopyEnd, Origin::Client, 5);
+        t.push(Kind::Sync, Origin::Client, 6);
+        assert!(t.on_frame(b'C').unwrap());
+        assert!(t.on_frame(b'Z').unwrap());
+        assert!(t.is_idle());
+        // The client already sent everything before the server answered.
+        let mut t = Tracker::new();
+        t.push(Kind::Query, Origin::Client, 1);
+        t.push(Kind::Sync, Origin::Client, 2);
+        t.push(Kind::CopyEnd, Origin::Client, 3);
+        t.push(Kind::Sync, Origin::Client, 4);
+        let (fwd, _) = run(&mut t, b"GCZZ");
+        assert_eq!(fwd, [true; 4]);
+        assert!(t.is_idle());
+        // A stray CopyDone outside copy mode gets no answer.
+        let mut t = Tracker::new();
+        t.push(Kind::CopyEnd, Origin::Client, 1);
+        t.push(Kind::Query, Origin::Client, 2);
+        assert!(t.on_frame(b'Z').unwrap());
+        assert!(t.is_idle());
     }
 
     #[test]

@@ -18,6 +18,8 @@ use tokio::sync::Notify;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PoolKey {
+    /// The `[pools.X]` policy this pool follows.
+    pub policy: String,
     pub server: String,
     pub database: String,
     pub user: String,
@@ -119,6 +121,11 @@ impl Pool {
         *self.opener.lock() = Some(opener);
     }
 
+    /// Whether the pool can open connections by itself (not a pass-through pool).
+    pub fn can_open(&self) -> bool {
+        self.opener.lock().is_some()
+    }
+
     pub fn counts(&self) -> (usize, usize) {
         let st = self.state.lock();
         (st.total, st.idle.len())
@@ -180,8 +187,8 @@ impl Pool {
                 let mut st = self.state.lock();
                 let now = Instant::now();
                 let mut got = None;
-                while let Some(c) = st.idle.pop() {
-                    if self.usable(&c, now) {
+                while let Some(mut c) = st.idle.pop() {
+                    if self.usable(&c, now) && c.still_open() {
                         got = Some(c);
                         break;
                     }

@@ -154,6 +154,13 @@ impl ServerConn {
         Ok(())
     }
 
+    /// An idle connection must have nothing to say: if the server closed it or sent
+    /// something (e.g. a FATAL on shutdown), it is not reusable.
+    pub fn still_open(&mut self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(self.stream.tcp().try_read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+
     pub fn close(mut self) {
         let mut out = BytesMut::new();
         encode::terminate(&mut out);

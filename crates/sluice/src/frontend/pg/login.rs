@@ -145,6 +145,7 @@ pub async fn login(
         (_, Some(u)) => u.server_user().to_owned(),
     };
     let key = PoolKey {
+        policy: pool_cfg.name.clone(),
         server: target.addr(),
         database: database.clone(),
         user: server_user.clone(),

@@ -162,6 +162,7 @@ impl Relay {
                     fe::CLOSE => Some(TKind::Close),
                     fe::SYNC => Some(TKind::Sync),
                     fe::FUNCTION_CALL => Some(TKind::FunctionCall),
+                    fe::COPY_DONE | fe::COPY_FAIL => Some(TKind::CopyEnd),
                     _ => None,
                 };
                 if let Some(k) = kind {

@@ -1,0 +1,298 @@
+//! Shared helpers for the integration tests: a real PostgreSQL server from the test
+//! kit, an in-process Sluice in front of it, tokio-postgres clients, and a raw protocol
+//! client for sending exactly the bytes a test needs.
+#![allow(dead_code)]
+
+use bytes::{Buf, BufMut, BytesMut};
+use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256};
+use sluice_testkit::PgServer;
+use std::net::SocketAddr;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+pub const APP_USER: &str = "app";
+pub const APP_PW: &str = "app-secret";
+
+/// A test server with an `app` user owning database `app`.
+pub fn pg() -> PgServer {
+    let pg = PgServer::start().expect("start PostgreSQL");
+    pg.create_user(APP_USER, APP_PW).expect("create user");
+    pg.create_database("app", APP_USER)
+        .expect("create database");
+    pg
+}
+
+/// Sluice config text: one server, a session-mode passthrough listener `session`, a
+/// transaction-mode passthrough listener `tx`, and a transaction-mode listener
+/// `txauth` checking `[users]` with SCRAM. `extra` is appended (more sections).
+pub fn config_text(pg: &PgServer, pool_size: usize, wait: &str, extra: &str) -> String {
+    format!(
+        r#"
+[general]
+shutdown_timeout = "5s"
+max_message_size = "1MiB"
+
+[servers.pg]
+protocol = "postgres"
+host = "127.0.0.1"
+port = {port}
+
+[clusters.pg]
+servers = ["pg"]
+
+[pools.session]
+mode = "session"
+size = {pool_size}
+wait_timeout = "{wait}"
+
+[pools.tx]
+mode = "transaction"
+size = {pool_size}
+wait_timeout = "{wait}"
+statement_cache_size = 8
+
+[users.app]
+password = "{pw}"
+
+[users.postgres]
+password = "{superpw}"
+
+[listeners.session]
+protocol = "postgres"
+address = "127.0.0.1:0"
+cluster = "pg"
+pool = "session"
+auth = "passthrough"
+
+[listeners.tx]
+protocol = "postgres"
+address = "127.0.0.1:0"
+cluster = "pg"
+pool = "tx"
+auth = "passthrough"
+
+[listeners.txauth]
+protocol = "postgres"
+address = "127.0.0.1:0"
+cluster = "pg"
+pool = "tx"
+auth = "scram-sha-256"
+{extra}
+"#,
+        port = pg.port(),
+        pw = APP_PW,
+        superpw = pg.password(),
+    )
+}
+
+pub async fn sluice(text: &str) -> sluice::server::Handle {
+    if let Ok(f) = std::env::var("SLUICE_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(f)
+            .with_test_writer()
+            .try_init();
+    }
+    let config = sluice_config::parse(text, "test.toml").unwrap_or_else(|e| panic!("{e}"));
+    sluice::server::start(config).await.expect("start sluice")
+}
+
+pub fn addr(h: &sluice::server::Handle, listener: &str) -> SocketAddr {
+    h.addrs[listener]
+}
+
+pub fn connstr(a: SocketAddr, user: &str, pw: &str, db: &str) -> String {
+    format!(
+        "host={} port={} user={user} password={pw} dbname={db} sslmode=disable",
+        a.ip(),
+        a.port()
+    )
+}
+
+pub async fn connect(
+    a: SocketAddr,
+    user: &str,
+    pw: &str,
+    db: &str,
+) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+    let (client, conn) =
+        tokio_postgres::connect(&connstr(a, user, pw, db), tokio_postgres::NoTls).await?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(client)
+}
+
+pub async fn app(a: SocketAddr) -> tokio_postgres::Client {
+    connect(a, APP_USER, APP_PW, "app")
+        .await
+        .expect("connect as app")
+}
+
+pub fn sqlstate(e: &tokio_postgres::Error) -> String {
+    e.code()
+        .map(|c| c.code().to_owned())
+        .unwrap_or_else(|| format!("no sqlstate: {e}"))
+}
+
+/// A client speaking the protocol by hand.
+pub struct Raw {
+    pub s: TcpStream,
+    buf: BytesMut,
+    pub pid: i32,
+    pub secret: i32,
+    pub params: Vec<(String, String)>,
+}
+
+impl Raw {
+    pub async fn connect(a: SocketAddr) -> Raw {
+        let s = TcpStream::connect(a).await.expect("tcp connect");
+        Raw {
+            s,
+            buf: BytesMut::new(),
+            pid: 0,
+            secret: 0,
+            params: Vec::new(),
+        }
+    }
+
+    /// Connects and logs in (SCRAM, md5 or trust), reading up to ReadyForQuery.
+    pub async fn login(a: SocketAddr, user: &str, pw: &str, db: &str) -> Raw {
+        let mut r = Raw::connect(a).await;
+        let mut out = BytesMut::new();
+        postgres_protocol::message::frontend::startup_message(
+            [("user", user), ("database", db)],
+            &mut out,
+        )
+        .unwrap();
+        r.send(&out).await;
+        let mut scram: Option<ScramSha256> = None;
+        loop {
+            let (tag, body) = r.frame().await.expect("login frame");
+            match tag {
+                b'R' => {
+                    let code = i32::from_be_bytes(body[..4].try_into().unwrap());
+                    let data = &body[4..];
+                    let mut out = BytesMut::new();
+                    match code {
+                        0 => continue,
+                        5 => {
+                            let h = postgres_protocol::authentication::md5_hash(
+                                user.as_bytes(),
+                                pw.as_bytes(),
+                                data[..4].try_into().unwrap(),
+                            );
+                            postgres_protocol::message::frontend::password_message(
+                                h.as_bytes(),
+                                &mut out,
+                            )
+                            .unwrap();
+                        }
+                        10 => {
+                            let s = ScramSha256::new(pw.as_bytes(), ChannelBinding::unsupported());
+                            postgres_protocol::message::frontend::sasl_initial_response(
+                                "SCRAM-SHA-256",
+                                s.message(),
+                                &mut out,
+                            )
+                            .unwrap();
+                            scram = Some(s);
+                        }
+                        11 => {
+                            let s = scram.as_mut().unwrap();
+                            s.update(data).unwrap();
+                            postgres_protocol::message::frontend::sasl_response(
+                                s.message(),
+                                &mut out,
+                            )
+                            .unwrap();
+                        }
+                        12 => {
+                            scram.as_mut().unwrap().finish(data).unwrap();
+                            continue;
+                        }
+                        c => panic!("unexpected auth code {c}"),
+                    }
+                    r.send(&out).await;
+                }
+                b'K' => {
+                    r.pid = i32::from_be_bytes(body[..4].try_into().unwrap());
+                    r.secret = i32::from_be_bytes(body[4..8].try_into().unwrap());
+                }
+                b'S' => {
+                    let mut parts = body.split(|b| *b == 0);
+                    let k = String::from_utf8_lossy(parts.next().unwrap()).into_owned();
+                    let v = String::from_utf8_lossy(parts.next().unwrap()).into_owned();
+                    r.params.push((k, v));
+                }
+                b'Z' => return r,
+                b'E' => panic!("login failed: {}", String::from_utf8_lossy(&body)),
+                _ => {}
+            }
+        }
+    }
+
+    pub async fn send(&mut self, bytes: &[u8]) {
+        self.s.write_all(bytes).await.expect("send");
+    }
+
+    /// Reads one frame; None when the connection closed.
+    pub async fn frame(&mut self) -> Option<(u8, Vec<u8>)> {
+        loop {
+            if self.buf.len() >= 5 {
+                let len = i32::from_be_bytes(self.buf[1..5].try_into().unwrap()) as usize;
+                if self.buf.len() > len {
+                    let tag = self.buf[0];
+                    self.buf.advance(5);
+                    let body = self.buf.split_to(len - 4).to_vec();
+                    return Some((tag, body));
+                }
+            }
+            let r = tokio::time::timeout(
+                std::time::Duration::from_secs(30),
+                self.s.read_buf(&mut self.buf),
+            )
+            .await
+            .expect("timed out waiting for a frame");
+            match r {
+                Ok(0) | Err(_) => return None,
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// Reads frames up to and including ReadyForQuery (or the end of the connection).
+    pub async fn until_ready(&mut self) -> Vec<(u8, Vec<u8>)> {
+        let mut v = Vec::new();
+        while let Some(f) = self.frame().await {
+            let done = f.0 == b'Z';
+            v.push(f);
+            if done {
+                break;
+            }
+        }
+        v
+    }
+
+    pub async fn query(&mut self, sql: &str) -> Vec<(u8, Vec<u8>)> {
+        let mut out = BytesMut::new();
+        postgres_protocol::message::frontend::query(sql, &mut out).unwrap();
+        self.send(&out).await;
+        self.until_ready().await
+    }
+}
+
+/// The SQLSTATE of an ErrorResponse body.
+pub fn error_code(body: &[u8]) -> String {
+    sluice_wire_pg::msg::error_field(body, b'C')
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// A tagged frame with a raw body.
+pub fn frame(tag: u8, body: &[u8]) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    b.put_u8(tag);
+    b.put_i32(body.len() as i32 + 4);
+    b.put_slice(body);
+    b.to_vec()
+}
