@@ -146,7 +146,7 @@ impl Relay {
         if !self.cbuf.is_empty() {
             match self.on_client().await {
                 Ok(Some(end)) => return end,
-                Ok(None) => {}
+                Ok(None) => self.release_synthetic(),
                 Err(e) => return End::Failed(e),
             }
         }
@@ -167,7 +167,10 @@ impl Relay {
                 Event::ClientRead(Ok(0)) | Event::ClientRead(Err(_)) => return End::ClientLeft,
                 Event::ClientRead(Ok(_)) => match self.on_client().await {
                     Ok(Some(end)) => return end,
-                    Ok(None) => Ok(()),
+                    Ok(None) => {
+                        self.release_synthetic();
+                        Ok(())
+                    }
                     Err(e) => Err(e),
                 },
                 Event::Wrote => Ok(()),
@@ -183,6 +186,14 @@ impl Relay {
             if let Err(e) = step {
                 return End::Failed(e);
             }
+        }
+    }
+
+    /// Sends the answers Sluice gives itself that are due now.
+    fn release_synthetic(&mut self) {
+        self.tracker.release_synthetic(&mut self.to_client);
+        if self.tracker.has_done() {
+            self.handle_done();
         }
     }
 

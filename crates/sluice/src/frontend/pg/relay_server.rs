@@ -159,9 +159,13 @@ impl Relay {
         }
     }
 
-    fn handle_done(&mut self) {
+    pub(super) fn handle_done(&mut self) {
         let done: Vec<_> = self.tracker.take_done().collect();
         for d in done {
+            // A ReadyForQuery Sluice answered itself ends a request like the server's.
+            if matches!(d.kind, TKind::Query | TKind::Sync) && self.tracker.is_idle() {
+                self.at_rest = true;
+            }
             while let Some((t, _)) = self.actions.front() {
                 if *t > d.token {
                     break;

@@ -1,0 +1,278 @@
+//! Transaction pooling against a real PostgreSQL server: prepared statements across
+//! pooled connections, the session-state ledger (SET replay, pins), pool exhaustion.
+
+mod common;
+use common::*;
+use sluice::session::PinReason;
+use std::time::Duration;
+
+fn server_conns(pg: &sluice_testkit::PgServer) -> usize {
+    let out = pg
+        .psql(
+            "postgres",
+            "select count(*) from pg_stat_activity where usename = 'app'",
+        )
+        .unwrap();
+    out.trim().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_clients_share_a_small_pool_with_prepared_statements() {
+    let pg = pg();
+    let h = sluice(&config_text(&pg, 2, "10s", "")).await;
+    let a = addr(&h, "txauth");
+    let setup = app(a).await;
+    setup
+        .batch_execute("create table kv(k int primary key, v int); insert into kv select g, g * 10 from generate_series(1, 100) g")
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for c in 0..24 {
+        tasks.push(tokio::spawn(async move {
+            let client = app(a).await;
+            // More distinct statements than the per-connection cache holds (8).
+            let mut stmts = Vec::new();
+            for j in 0..12 {
+                stmts.push(
+                    client
+                        .prepare(&format!("select v + {j} from kv where k = $1"))
+                        .await
+                        .unwrap(),
+                );
+            }
+            for i in 0..40 {
+                let k = ((c * 7 + i) % 100 + 1) as i32;
+                let j = (i + c) % 12;
+                if i % 5 == 0 {
+                    client.batch_execute("begin").await.unwrap();
+                    let v: i32 = client.query_one(&stmts[j], &[&k]).await.unwrap().get(0);
+                    assert_eq!(v, k * 10 + j as i32);
+                    client.batch_execute("commit").await.unwrap();
+                } else {
+                    let v: i32 = client.query_one(&stmts[j], &[&k]).await.unwrap().get(0);
+                    assert_eq!(v, k * 10 + j as i32);
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert!(
+        server_conns(&pg) <= 2,
+        "never more server connections than the pool size"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_is_replayed_per_client() {
+    let pg = pg();
+    let h = sluice(&config_text(&pg, 1, "10s", "")).await;
+    let a = addr(&h, "txauth");
+    let x = app(a).await;
+    let y = app(a).await;
+    x.batch_execute("set work_mem = '5MB'").await.unwrap();
+    x.batch_execute("set search_path to public, pg_catalog")
+        .await
+        .unwrap();
+    // Rolled back and LOCAL settings are not kept.
+    x.batch_execute("begin; set statement_timeout = '7s'; rollback")
+        .await
+        .unwrap();
+    x.batch_execute("begin; set local lock_timeout = '3s'; commit")
+        .await
+        .unwrap();
+    x.batch_execute("begin; set idle_in_transaction_session_timeout = '9s'; commit")
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        let wm: String = y.query_one("show work_mem", &[]).await.unwrap().get(0);
+        assert_eq!(wm, "4MB");
+        let wm: String = x.query_one("show work_mem", &[]).await.unwrap().get(0);
+        assert_eq!(wm, "5MB");
+        let sp: String = x.query_one("show search_path", &[]).await.unwrap().get(0);
+        assert_eq!(sp, "public, pg_catalog");
+        let st: String = x
+            .query_one("show statement_timeout", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(st, "0");
+        let lt: String = x.query_one("show lock_timeout", &[]).await.unwrap().get(0);
+        assert_eq!(lt, "0");
+        let it: String = x
+            .query_one("show idle_in_transaction_session_timeout", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(it, "9s");
+    }
+    x.batch_execute("reset work_mem").await.unwrap();
+    let _ = y.query_one("select 1", &[]).await.unwrap();
+    let wm: String = x.query_one("show work_mem", &[]).await.unwrap().get(0);
+    assert_eq!(wm, "4MB");
+    // application_name is per client too.
+    let s = format!(
+        "{} application_name=xx",
+        connstr(a, APP_USER, APP_PW, "app")
+    );
+    let (z, conn) = tokio_postgres::connect(&s, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let an: String = z
+        .query_one("show application_name", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(an, "xx");
+    let an: String = y
+        .query_one("show application_name", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_ne!(an, "xx");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pinning_state_keeps_the_connection() {
+    let pg = pg();
+    let h = sluice(&config_text(&pg, 2, "10s", "")).await;
+    let a = addr(&h, "txauth");
+    let x = app(a).await;
+    let y = app(a).await;
+    x.batch_execute("create temp table tmp(a int)")
+        .await
+        .unwrap();
+    for i in 0..10 {
+        y.query_one("select 1", &[]).await.unwrap();
+        x.execute("insert into tmp values ($1)", &[&i])
+            .await
+            .unwrap();
+    }
+    let n: i64 = x
+        .query_one("select count(*) from tmp", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 10);
+    x.batch_execute("prepare q as select 42").await.unwrap();
+    y.query_one("select 1", &[]).await.unwrap();
+    let rows = x.simple_query("execute q").await.unwrap();
+    assert!(!rows.is_empty());
+    let pins = &h.shared.pins;
+    assert_eq!(pins.get(PinReason::TempTable), 1);
+    assert_eq!(pins.get(PinReason::SqlPrepare), 1);
+    // Advisory locks and LISTEN pin too.
+    y.query_one("select pg_advisory_lock(7)", &[])
+        .await
+        .unwrap();
+    y.batch_execute("listen somewhere").await.unwrap();
+    assert_eq!(pins.get(PinReason::AdvisoryLock), 1);
+    assert_eq!(pins.get(PinReason::Listen), 1);
+    // DISCARD ALL releases every pin.
+    x.batch_execute("discard all").await.unwrap();
+    assert!(x.query_one("select count(*) from tmp", &[]).await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_and_deallocate_are_honoured() {
+    let pg = pg();
+    let h = sluice(&config_text(&pg, 1, "10s", "")).await;
+    let a = addr(&h, "txauth");
+    let x = app(a).await;
+    let mut raw = Raw::login(a, APP_USER, APP_PW, "app").await;
+    let s = x.prepare("select 1::int").await.unwrap();
+    assert_eq!(x.query_one(&s, &[]).await.unwrap().get::<_, i32>(0), 1);
+    drop(s); // tokio-postgres sends Close
+    let s = x.prepare("select 1::int").await.unwrap();
+    assert_eq!(x.query_one(&s, &[]).await.unwrap().get::<_, i32>(0), 1);
+    // Named protocol statement, then SQL DEALLOCATE of it by name.
+    use postgres_protocol::message::frontend;
+    let mut out = bytes::BytesMut::new();
+    frontend::parse("mine", "select 2", [], &mut out).unwrap();
+    frontend::sync(&mut out);
+    raw.send(&out).await;
+    let f = raw.until_ready().await;
+    assert_eq!(f[0].0, b'1');
+    let f = raw.query("deallocate mine").await;
+    assert_eq!(f[0].0, b'C');
+    let mut out = bytes::BytesMut::new();
+    sluice_wire_pg::encode::bind(&mut out, b"", b"mine", &[0, 0, 0, 0, 0, 0]);
+    frontend::sync(&mut out);
+    raw.send(&out).await;
+    let f = raw.until_ready().await;
+    assert_eq!(f[0].0, b'E');
+    assert_eq!(error_code(&f[0].1), "26000");
+    // DEALLOCATE ALL, then the client prepares again.
+    x.batch_execute("deallocate all").await.unwrap();
+    let s2 = x.prepare("select 3::int").await.unwrap();
+    assert_eq!(x.query_one(&s2, &[]).await.unwrap().get::<_, i32>(0), 3);
+    assert_eq!(
+        x.query_one(&s, &[])
+            .await
+            .unwrap_err()
+            .code()
+            .map(|c| c.code()),
+        Some("26000")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exhausted_pool_answers_53300_and_abandoned_transactions_roll_back() {
+    let pg = pg();
+    let h = sluice(&config_text(&pg, 1, "500ms", "")).await;
+    let a = addr(&h, "txauth");
+    let x = app(a).await;
+    let y = app(a).await;
+    x.batch_execute("create table t(a int)").await.unwrap();
+    x.batch_execute("begin; insert into t values (1)")
+        .await
+        .unwrap();
+    let e = y.query_one("select 1", &[]).await.unwrap_err();
+    assert_eq!(sqlstate(&e), "53300");
+    assert!(
+        e.as_db_error().unwrap().message().contains("tx/app@app"),
+        "{e}"
+    );
+    // The client keeps its connection and can retry.
+    x.batch_execute("commit").await.unwrap();
+    assert_eq!(
+        y.query_one("select 1", &[]).await.unwrap().get::<_, i32>(0),
+        1
+    );
+    // A client vanishing mid-transaction: its work is rolled back, the pool goes on.
+    x.batch_execute("begin; insert into t values (2)")
+        .await
+        .unwrap();
+    drop(x);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let n: i64 = y
+        .query_one("select count(*) from t", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passthrough_transaction_mode_works() {
+    let pg = pg();
+    let h = sluice(&config_text(&pg, 3, "10s", "")).await;
+    let a = addr(&h, "tx");
+    let mut clients = Vec::new();
+    for _ in 0..8 {
+        clients.push(app(a).await);
+    }
+    for round in 0..5 {
+        for c in &clients {
+            let v: i32 = c
+                .query_one("select $1::int + 1", &[&round])
+                .await
+                .unwrap()
+                .get(0);
+            assert_eq!(v, round + 1);
+        }
+    }
+    assert!(server_conns(&pg) <= 3);
+}
