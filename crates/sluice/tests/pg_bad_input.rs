@@ -9,7 +9,10 @@ use std::time::Duration;
 /// After each case the proxy still serves a fresh client.
 async fn still_serves(a: std::net::SocketAddr) {
     let c = app(a).await;
-    assert_eq!(c.query_one("select 1", &[]).await.unwrap().get::<_, i32>(0), 1);
+    assert_eq!(
+        c.query_one("select 1", &[]).await.unwrap().get::<_, i32>(0),
+        1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -22,8 +25,15 @@ async fn malformed_unknown_and_oversized_messages() {
         let mut r = Raw::login(a, APP_USER, APP_PW, "app").await;
         r.send(&[b'Q', 0, 0, 0, 2]).await;
         let (tag, body) = r.frame().await.unwrap();
-        assert_eq!((tag, error_code(&body).as_str()), (b'E', "08P01"), "{listener}");
-        assert!(r.frame().await.is_none(), "connection closed after a broken frame");
+        assert_eq!(
+            (tag, error_code(&body).as_str()),
+            (b'E', "08P01"),
+            "{listener}"
+        );
+        assert!(
+            r.frame().await.is_none(),
+            "connection closed after a broken frame"
+        );
         // An unknown message type.
         let mut r = Raw::login(a, APP_USER, APP_PW, "app").await;
         r.send(&frame(b'z', b"junk")).await;
@@ -126,9 +136,16 @@ auth = "scram-sha-256"
     }
     pg1.kill();
     for q in [q1, q2] {
-        let e = tokio::time::timeout(Duration::from_secs(10), q).await.unwrap().unwrap().unwrap_err();
+        let e = tokio::time::timeout(Duration::from_secs(10), q)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap_err();
         let code = e.code().map(|c| c.code().to_owned()).unwrap_or_default();
-        assert!(code.starts_with("08") || code.starts_with("57P") || e.is_closed(), "{e:?}");
+        assert!(
+            code.starts_with("08") || code.starts_with("57P") || e.is_closed(),
+            "{e:?}"
+        );
     }
     for b in busy {
         b.await.unwrap();
@@ -156,6 +173,10 @@ async fn client_vanishing_mid_copy() {
     drop(r);
     // The pool has one connection: it must come back (or be replaced) for this client.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let n: i64 = c.query_one("select count(*) from c", &[]).await.unwrap().get(0);
+    let n: i64 = c
+        .query_one("select count(*) from c", &[])
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(n, 0, "the abandoned COPY did not commit");
 }

@@ -275,9 +275,21 @@ impl Relay {
             && session::may_release(self.s.mode, self.at_rest, tx, &self.ledger)
         {
             if let Some(l) = self.s.lease.take() {
+                tracing::trace!(client = self.s.cancel.key.0, server = l.conn.pid, "release");
                 l.put_back();
             }
             self.s.sync_cancel();
+        } else {
+            tracing::trace!(
+                client = self.s.cancel.key.0,
+                server = lease.conn.pid,
+                to_server = self.to_server.len(),
+                rbuf = lease.conn.rbuf.len(),
+                at_rest = self.at_rest,
+                status = %char::from(self.status),
+                in_flight = self.tracker.in_flight(),
+                "hold"
+            );
         }
     }
 

@@ -76,6 +76,11 @@ impl Relay {
             lease.conn.applied_sets.clone_from(&self.ledger.sets);
         }
         self.status = lease.conn.status;
+        tracing::trace!(
+            client = self.s.cancel.key.0,
+            server = lease.conn.pid,
+            "lease"
+        );
         self.s.lease = Some(lease);
         self.s.sync_cancel();
         Ok(())
