@@ -59,6 +59,9 @@ pub struct Pool {
     opener: Mutex<Option<Arc<Opener>>>,
     pub leases: AtomicU64,
     pub waits: AtomicU64,
+    /// Statements (by pool-wide hash) that a server of this pool has parsed without
+    /// error: a client's Parse of one can be answered without a server connection.
+    known_statements: Mutex<std::collections::HashSet<u64>>,
 }
 
 /// A leased connection. Dropping a lease without [`Pool::put_back`] closes the
@@ -114,11 +117,23 @@ impl Pool {
             opener: Mutex::new(None),
             leases: AtomicU64::new(0),
             waits: AtomicU64::new(0),
+            known_statements: Mutex::new(Default::default()),
         })
     }
 
     pub fn set_opener(&self, opener: Arc<Opener>) {
         *self.opener.lock() = Some(opener);
+    }
+
+    pub fn statement_parsed(&self, hash: u64) {
+        let mut known = self.known_statements.lock();
+        if known.len() < 100_000 {
+            known.insert(hash);
+        }
+    }
+
+    pub fn knows_statement(&self, hash: u64) -> bool {
+        self.known_statements.lock().contains(&hash)
     }
 
     /// Whether the pool can open connections by itself (not a pass-through pool).

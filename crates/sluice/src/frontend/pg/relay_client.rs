@@ -129,6 +129,9 @@ impl Relay {
                 tag
             )));
         }
+        if self.s.lease.is_none() && self.tx_mode() && self.answer_without_server(tag, &body) {
+            return Ok(None);
+        }
         if self.s.lease.is_none() {
             if matches!(
                 tag,
@@ -207,6 +210,57 @@ impl Relay {
         }
         self.tracker.push(TKind::Query, Origin::Client, t);
         self.to_server.extend_from_slice(&frame);
+    }
+
+    /// Between transactions, some requests need no server: a Parse of a statement the
+    /// pool already knows to be valid (prepared on a server when first bound), a Close
+    /// of a statement, and a Sync with nothing in flight. Answering them here saves a
+    /// round trip and a lease, and keeps clients that prepare with blocking calls from
+    /// waiting on a pool held by their own neighbours.
+    fn answer_without_server(&mut self, tag: u8, body: &[u8]) -> bool {
+        match tag {
+            fe::PARSE => {
+                let Some((name, query, types)) = msg::parse(body) else {
+                    return false;
+                };
+                let hash = stmts::hash(query, types);
+                if name.is_empty() || !self.s.pool.knows_statement(hash) {
+                    return false;
+                }
+                let stmt = Rc::new(Stmt {
+                    hash,
+                    global: stmts::global_name(hash),
+                    query: Bytes::copy_from_slice(query),
+                    types: Bytes::copy_from_slice(types),
+                    effects: stmts::interesting(query),
+                });
+                self.stmts.insert(Bytes::copy_from_slice(name), stmt);
+                let t = self.token();
+                self.tracker
+                    .push(TKind::Parse, synthetic(encode::parse_complete), t);
+                true
+            }
+            fe::CLOSE => match msg::target(body) {
+                Some((b'S', name)) if !name.is_empty() => {
+                    self.stmts.remove(name);
+                    let t = self.token();
+                    self.tracker
+                        .push(TKind::Close, synthetic(encode::close_complete), t);
+                    true
+                }
+                _ => false,
+            },
+            fe::SYNC => {
+                let t = self.token();
+                self.tracker.push(
+                    TKind::Sync,
+                    synthetic(|b| encode::ready_for_query(b, b'I')),
+                    t,
+                );
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Makes sure the statement exists on the current server connection, injecting a

@@ -177,7 +177,10 @@ impl Relay {
                     continue;
                 }
                 match action {
-                    Action::Parse { hash, client_name } if d.outcome != Outcome::Ok => {
+                    Action::Parse { hash, .. } if d.outcome == Outcome::Ok => {
+                        self.s.pool.statement_parsed(hash)
+                    }
+                    Action::Parse { hash, client_name } => {
                         if let Some(l) = self.s.lease.as_mut() {
                             l.conn.prepared.remove(hash);
                         }
