@@ -15,14 +15,23 @@ pub enum Effect {
     /// COMMIT / END / ROLLBACK / ABORT (not ROLLBACK TO SAVEPOINT).
     TxEnd,
     /// A session-level SET: the parameter (lowercased) and the statement text to replay.
-    Set { name: String, sql: String },
+    Set {
+        name: String,
+        sql: String,
+    },
     /// SET LOCAL / SET TRANSACTION / SET CONSTRAINTS: lasts until the transaction ends.
     SetLocal,
-    Reset { name: String },
+    Reset {
+        name: String,
+    },
     ResetAll,
     /// SQL-level PREPARE of a named statement.
-    Prepare { name: String },
-    Deallocate { name: String },
+    Prepare {
+        name: String,
+    },
+    Deallocate {
+        name: String,
+    },
     DeallocateAll,
     /// DISCARD ALL (clears every kind of session state).
     DiscardAll,
@@ -33,14 +42,19 @@ pub enum Effect {
     /// CREATE TEMP TABLE / VIEW / SEQUENCE.
     CreateTemp,
     /// DECLARE ... WITH HOLD cursor.
-    DeclareHold { name: String },
-    CloseCursor { name: String },
+    DeclareHold {
+        name: String,
+    },
+    CloseCursor {
+        name: String,
+    },
     CloseAllCursors,
     /// A session-level advisory lock was taken (pg_advisory_lock and friends).
     AdvisoryLock,
     AdvisoryUnlockAll,
-    /// set_config(..., false) changes a parameter behind the ledger's back.
-    SetConfig,
+    /// State the ledger cannot follow: set_config(), SET SESSION CHARACTERISTICS,
+    /// SET SEED, DO blocks that touch session state. Pins the client.
+    Opaque,
 }
 
 impl Effect {
@@ -59,7 +73,11 @@ impl Effect {
         if kw(0, "rollback") {
             let to = toks.iter().skip(1).take(2).any(|t| t.is("to"));
             let prepared = kw(1, "prepared");
-            return if to || prepared { Effect::None } else { Effect::TxEnd };
+            return if to || prepared {
+                Effect::None
+            } else {
+                Effect::TxEnd
+            };
         }
         if kw(0, "set") {
             return set_effect(sql, toks);
@@ -68,7 +86,9 @@ impl Effect {
             return if kw(1, "all") {
                 Effect::ResetAll
             } else {
-                Effect::Reset { name: param_name(&toks[1..]) }
+                Effect::Reset {
+                    name: param_name(&toks[1..]),
+                }
             };
         }
         if kw(0, "prepare") && !kw(1, "transaction") {
@@ -92,6 +112,9 @@ impl Effect {
         if kw(0, "listen") {
             return Effect::Listen;
         }
+        if kw(0, "do") {
+            return do_effect(toks);
+        }
         if kw(0, "unlisten") {
             return if matches!(toks.get(1), Some(Token::Punct(b'*'))) {
                 Effect::UnlistenAll
@@ -113,7 +136,11 @@ impl Effect {
         }
         if kw(0, "declare") {
             let hold = toks.windows(2).any(|w| w[0].is("with") && w[1].is("hold"));
-            return if hold { Effect::DeclareHold { name: ident(1) } } else { Effect::None };
+            return if hold {
+                Effect::DeclareHold { name: ident(1) }
+            } else {
+                Effect::None
+            };
         }
         if kw(0, "close") {
             return if kw(1, "all") {
@@ -158,17 +185,63 @@ fn set_effect(sql: &[u8], toks: &[Token<'_>]) -> Effect {
     if kw(1, "local") || kw(1, "transaction") || kw(1, "constraints") {
         return Effect::SetLocal;
     }
-    let rest = if kw(1, "session") && !kw(2, "authorization") { &toks[2..] } else { &toks[1..] };
-    if rest.first().is_some_and(|t| t.is("characteristics")) {
-        return Effect::Set {
-            name: "session_characteristics".into(),
-            sql: String::from_utf8_lossy(sql).trim().to_owned(),
-        };
+    let rest = if kw(1, "session") && !kw(2, "authorization") {
+        &toks[2..]
+    } else {
+        &toks[1..]
+    };
+    let first = |k: &str| rest.first().is_some_and(|t| t.is(k));
+    // Forms with no single parameter to RESET: the ledger cannot replay them.
+    if first("characteristics") || first("seed") {
+        return Effect::Opaque;
     }
-    Effect::Set { name: param_name(rest), sql: String::from_utf8_lossy(sql).trim().to_owned() }
+    let name = if first("schema") {
+        "search_path".to_owned()
+    } else if first("xml") {
+        "xmloption".to_owned()
+    } else {
+        param_name(rest)
+    };
+    if name.is_empty() {
+        return Effect::Opaque;
+    }
+    Effect::Set {
+        name,
+        sql: String::from_utf8_lossy(sql).trim().to_owned(),
+    }
+}
+
+/// Code the scanner cannot see into (DO blocks): pin if it may touch session state.
+fn do_effect(toks: &[Token<'_>]) -> Effect {
+    const MARKERS: [&str; 7] = [
+        "set_config",
+        "advisory_lock",
+        "set ",
+        "temp",
+        "prepare",
+        "listen",
+        "declare",
+    ];
+    for t in toks {
+        if let Token::Str(body) = t {
+            let body = String::from_utf8_lossy(body).to_ascii_lowercase();
+            if MARKERS.iter().any(|m| body.contains(m)) {
+                return Effect::Opaque;
+            }
+        }
+    }
+    Effect::None
 }
 
 fn function_effect(toks: &[Token<'_>]) -> Effect {
+    // SELECT ... INTO TEMP t, and anything naming the pg_temp schema, create temp tables.
+    let temp_into = toks.windows(2).any(|w| {
+        (w[0].is("into") && (w[1].is("temp") || w[1].is("temporary")))
+            || (w[0].is("pg_temp") && w[1] == Token::Punct(b'.'))
+    });
+    if temp_into {
+        return Effect::CreateTemp;
+    }
     let mut effect = Effect::None;
     for w in toks.windows(2) {
         if !matches!(w[1], Token::Punct(b'(')) {
@@ -177,10 +250,12 @@ fn function_effect(toks: &[Token<'_>]) -> Effect {
         let Token::Word(name) = w[0] else { continue };
         let name = name.to_ascii_lowercase();
         match name.as_slice() {
-            b"pg_advisory_lock" | b"pg_advisory_lock_shared" | b"pg_try_advisory_lock"
+            b"pg_advisory_lock"
+            | b"pg_advisory_lock_shared"
+            | b"pg_try_advisory_lock"
             | b"pg_try_advisory_lock_shared" => return Effect::AdvisoryLock,
             b"pg_advisory_unlock_all" => effect = Effect::AdvisoryUnlockAll,
-            b"set_config" => effect = Effect::SetConfig,
+            b"set_config" => effect = Effect::Opaque,
             _ => {}
         }
     }
@@ -193,9 +268,23 @@ pub fn effects(sql: &[u8]) -> Vec<Effect> {
     let mut toks = Tokens::new(sql);
     let mut buf: Vec<Token<'_>> = Vec::new();
     let mut start = 0;
+    // Inside a SQL-standard function body (BEGIN ATOMIC ... END), semicolons do not
+    // end the statement.
+    let mut atomic = 0usize;
     loop {
         let before = toks.offset();
         match toks.next() {
+            Some(t @ Token::Word(_)) if buf.first().is_some_and(|f| f.is("create")) => {
+                if t.is("atomic") && buf.last().is_some_and(|l| l.is("begin")) {
+                    atomic += 1;
+                } else if atomic > 0 && t.is("case") {
+                    atomic += 1;
+                } else if atomic > 0 && t.is("end") {
+                    atomic -= 1;
+                }
+                buf.push(t);
+            }
+            Some(t @ Token::Semicolon) if atomic > 0 => buf.push(t),
             Some(Token::Semicolon) => {
                 if !buf.is_empty() {
                     out.push(Effect::of(&sql[start..before], &buf));
@@ -227,7 +316,10 @@ mod tests {
     #[test]
     fn transactions() {
         assert_eq!(one("BEGIN"), Effect::Begin);
-        assert_eq!(one(" start transaction isolation level serializable"), Effect::Begin);
+        assert_eq!(
+            one(" start transaction isolation level serializable"),
+            Effect::Begin
+        );
         assert_eq!(one("commit"), Effect::TxEnd);
         assert_eq!(one("ROLLBACK"), Effect::TxEnd);
         assert_eq!(one("rollback to savepoint a"), Effect::None);
@@ -238,27 +330,51 @@ mod tests {
     fn sets() {
         assert_eq!(
             one("SET search_path TO a, b"),
-            Effect::Set { name: "search_path".into(), sql: "SET search_path TO a, b".into() }
+            Effect::Set {
+                name: "search_path".into(),
+                sql: "SET search_path TO a, b".into()
+            }
         );
         assert_eq!(
             one("set session \"Work_Mem\" = '1MB'"),
-            Effect::Set { name: "Work_Mem".into(), sql: "set session \"Work_Mem\" = '1MB'".into() }
+            Effect::Set {
+                name: "Work_Mem".into(),
+                sql: "set session \"Work_Mem\" = '1MB'".into()
+            }
         );
-        assert!(matches!(one("SET TIME ZONE 'UTC'"), Effect::Set { name, .. } if name == "timezone"));
-        assert!(matches!(one("set my.custom = 1"), Effect::Set { name, .. } if name == "my.custom"));
+        assert!(
+            matches!(one("SET TIME ZONE 'UTC'"), Effect::Set { name, .. } if name == "timezone")
+        );
+        assert!(
+            matches!(one("set my.custom = 1"), Effect::Set { name, .. } if name == "my.custom")
+        );
         assert_eq!(one("SET LOCAL work_mem = 1"), Effect::SetLocal);
         assert_eq!(one("set transaction read only"), Effect::SetLocal);
-        assert_eq!(one("RESET work_mem"), Effect::Reset { name: "work_mem".into() });
+        assert_eq!(
+            one("RESET work_mem"),
+            Effect::Reset {
+                name: "work_mem".into()
+            }
+        );
         assert_eq!(one("reset all"), Effect::ResetAll);
     }
 
     #[test]
     fn pinning_statements() {
-        assert_eq!(one("PREPARE q(int) AS select $1"), Effect::Prepare { name: "q".into() });
-        assert_eq!(one("deallocate prepare q"), Effect::Deallocate { name: "q".into() });
+        assert_eq!(
+            one("PREPARE q(int) AS select $1"),
+            Effect::Prepare { name: "q".into() }
+        );
+        assert_eq!(
+            one("deallocate prepare q"),
+            Effect::Deallocate { name: "q".into() }
+        );
         assert_eq!(one("DEALLOCATE ALL"), Effect::DeallocateAll);
         assert_eq!(one("create temp table t(a int)"), Effect::CreateTemp);
-        assert_eq!(one("CREATE GLOBAL TEMPORARY TABLE t(a int)"), Effect::CreateTemp);
+        assert_eq!(
+            one("CREATE GLOBAL TEMPORARY TABLE t(a int)"),
+            Effect::CreateTemp
+        );
         assert_eq!(one("create table t(a int)"), Effect::None);
         assert_eq!(one("listen foo"), Effect::Listen);
         assert_eq!(one("unlisten *"), Effect::UnlistenAll);
@@ -269,9 +385,39 @@ mod tests {
         assert_eq!(one("declare c cursor for select 1"), Effect::None);
         assert_eq!(one("select pg_advisory_lock(1)"), Effect::AdvisoryLock);
         assert_eq!(one("select pg_advisory_xact_lock(1)"), Effect::None);
-        assert_eq!(one("SELECT pg_advisory_unlock_all()"), Effect::AdvisoryUnlockAll);
-        assert_eq!(one("select set_config('a.b', '1', false)"), Effect::SetConfig);
+        assert_eq!(
+            one("SELECT pg_advisory_unlock_all()"),
+            Effect::AdvisoryUnlockAll
+        );
+        assert_eq!(one("select set_config('a.b', '1', false)"), Effect::Opaque);
         assert_eq!(one("discard all"), Effect::DiscardAll);
+    }
+
+    #[test]
+    fn hidden_state_changes() {
+        assert_eq!(one("select 1 as a into temp t"), Effect::CreateTemp);
+        assert_eq!(one("create table pg_temp.t(a int)"), Effect::CreateTemp);
+        assert_eq!(
+            one("do $$ begin perform set_config('a.b', '1', false); end $$"),
+            Effect::Opaque
+        );
+        assert_eq!(one("do $$ begin raise notice 'x'; end $$"), Effect::None);
+        assert_eq!(
+            one("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY"),
+            Effect::Opaque
+        );
+        assert_eq!(one("set seed to 0.5"), Effect::Opaque);
+        assert!(
+            matches!(one("set schema 'app'"), Effect::Set { name, .. } if name == "search_path")
+        );
+        assert!(
+            matches!(one("set xml option document"), Effect::Set { name, .. } if name == "xmloption")
+        );
+        let e = effects(
+            b"create function f() returns int language sql begin atomic select 1; select case when true then 2 end; end; set a = 1",
+        );
+        assert_eq!(e.len(), 2);
+        assert!(matches!(&e[1], Effect::Set { name, .. } if name == "a"));
     }
 
     #[test]

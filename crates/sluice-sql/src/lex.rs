@@ -200,8 +200,14 @@ mod tests {
 
     #[test]
     fn skips_comments_and_quotes() {
-        assert_eq!(words("/* a /* b */ c */ SET x -- no\n= 'a;b'"), ["SET", "x", "=", "'a;b'"]);
-        assert_eq!(words("select $q$ ; $q$ ; E'\\'';"), ["select", "$q$ ; $q$", ";", "E'\\''", ";"]);
+        assert_eq!(
+            words("/* a /* b */ c */ SET x -- no\n= 'a;b'"),
+            ["SET", "x", "=", "'a;b'"]
+        );
+        assert_eq!(
+            words("select $q$ ; $q$ ; E'\\'';"),
+            ["select", "$q$ ; $q$", ";", "E'\\''", ";"]
+        );
         assert_eq!(words("\"My \"\"T\"\"\" $1"), ["My \"\"T\"\"", "$"]);
     }
 

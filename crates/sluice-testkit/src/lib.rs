@@ -75,3 +75,12 @@ pub fn free_port() -> u16 {
     }
     port
 }
+
+/// Writes a throwaway CA and a certificate for `localhost` / `127.0.0.1` signed by it
+/// into `dir`, for a test's own TLS listener: returns (CA cert, cert, key) paths.
+pub fn tls_files(
+    dir: &std::path::Path,
+) -> anyhow::Result<(std::path::PathBuf, std::path::PathBuf, std::path::PathBuf)> {
+    let f = tls::write_server_tls(dir)?;
+    Ok((f.ca_cert, f.server_cert, f.server_key))
+}

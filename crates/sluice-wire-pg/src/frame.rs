@@ -147,6 +147,9 @@ mod tests {
     }
 }
 
+/// PostgreSQL's own bound on a message (1 GiB), applied to messages that stream.
+pub const STREAMED_MAX: usize = 1 << 30;
+
 /// One step of reading a stream of tagged frames without holding large ones whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Item {
@@ -187,9 +190,17 @@ impl Scanner {
             self.skip -= n;
             return Ok(Some(Item::Chunk(n)));
         }
-        let Some(h) = header(buf, max)? else {
+        // Messages that stream through (rows, copy data) are bounded only by the
+        // protocol's own limit; everything Sluice holds whole by the configured cap.
+        let Some(h) = header(buf, STREAMED_MAX)? else {
             return Ok(None);
         };
+        if whole(h.tag) && h.frame_len - 1 > max {
+            return Err(FrameError::TooLarge {
+                len: h.frame_len - 1,
+                max,
+            });
+        }
         if buf.len() >= h.frame_len {
             return Ok(Some(Item::Whole(h)));
         }
@@ -232,5 +243,13 @@ mod scanner_tests {
         // Frames the caller needs whole wait for all their bytes.
         let mut s = Scanner::default();
         assert_eq!(s.next(&buf, 1000, 64, |t| t == b'd').unwrap(), None);
+        // The cap binds messages held whole, not streamed ones.
+        let big = [b'd', 0, 1, 0, 0];
+        let mut s = Scanner::default();
+        assert!(matches!(
+            s.next(&big, 1000, 64, |_| false),
+            Ok(Some(Item::Head(_)))
+        ));
+        assert!(Scanner::default().next(&big, 1000, 64, |_| true).is_err());
     }
 }

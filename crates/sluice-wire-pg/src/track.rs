@@ -61,6 +61,8 @@ struct Entry {
     kind: Kind,
     origin: Origin,
     token: u64,
+    /// An ErrorResponse arrived for this (simple Query / FunctionCall) request.
+    errored: bool,
 }
 
 /// A frame arrived that no request in flight can explain: the connection's state is
@@ -76,22 +78,35 @@ pub struct Tracker {
     /// The server is in copy-in mode and the client has not ended it yet: Syncs the
     /// client sends now are ignored by the server.
     copy_in: bool,
+    /// Transaction status of the last ReadyForQuery, for answers Sluice gives itself.
+    status: u8,
 }
 
 impl Tracker {
     pub fn new() -> Self {
-        Self::default()
+        Tracker {
+            status: b'I',
+            ..Self::default()
+        }
+    }
+
+    /// Records the status of a ReadyForQuery the server sent.
+    pub fn set_status(&mut self, status: u8) {
+        self.status = status;
     }
 
     /// Records a message just written to the server.
     pub fn push(&mut self, kind: Kind, origin: Origin, token: u64) {
         match kind {
             Kind::CopyEnd if self.copy_in => self.copy_in = false,
+            // Outside copy mode the server ignores CopyDone / CopyFail.
+            Kind::CopyEnd if self.queue.is_empty() => {}
             Kind::Sync if self.copy_in => {}
             _ => self.queue.push_back(Entry {
                 kind,
                 origin,
                 token,
+                errored: false,
             }),
         }
     }
@@ -124,7 +139,7 @@ impl Tracker {
 
     /// No request in flight.
     pub fn is_idle(&self) -> bool {
-        self.queue.is_empty()
+        self.queue.iter().all(|e| e.kind == Kind::CopyEnd)
     }
 
     /// The token of the request the next server frame belongs to.
@@ -146,6 +161,11 @@ impl Tracker {
         }) = self.queue.front()
         {
             out.extend_from_slice(bytes);
+            // A ReadyForQuery Sluice answers itself carries the status as of now.
+            let n = out.len();
+            if n >= 6 && out[n - 6..n - 1] == [b'Z', 0, 0, 0, 5] {
+                out[n - 1] = self.status;
+            }
             if let Some(e) = self.queue.pop_front() {
                 self.done.push(Done {
                     token: e.token,
@@ -168,12 +188,30 @@ impl Tracker {
                 _ => Err(Desync(tag)),
             };
         };
-        let forward = matches!(head.origin, Origin::Client) || tag == b'A';
+        // An error in something Sluice sent on the client's behalf in the middle of its
+        // batch (a re-Parse) is the client's error: the server now skips the rest of the
+        // batch, and the client must learn why.
+        let injected_batch_error = tag == b'E'
+            && matches!(head.origin, Origin::Injected)
+            && !matches!(head.kind, Kind::Query | Kind::FunctionCall | Kind::Sync);
+        let forward = matches!(head.origin, Origin::Client) || tag == b'A' || injected_batch_error;
         let kind = head.kind;
+        if tag == b'E' || tag == b'Z' {
+            // An error ends copy mode, and so does the end of the request.
+            self.copy_in = false;
+        }
+        if tag == b'E' {
+            if let Some(h) = self.queue.front_mut() {
+                h.errored = true;
+            }
+        }
         match (kind, tag) {
             (_, b'N' | b'A' | b'S') => {}
             (Kind::Query | Kind::Execute, b'G') => self.enter_copy_in(),
-            (Kind::Query | Kind::FunctionCall, b'Z') => self.complete(Outcome::Ok),
+            (Kind::Query | Kind::FunctionCall, b'Z') => {
+                let failed = self.queue.front().is_some_and(|e| e.errored);
+                self.complete(if failed { Outcome::Failed } else { Outcome::Ok })
+            }
             (Kind::Query | Kind::FunctionCall, _) => {}
             (Kind::Sync, b'Z') => self.complete(Outcome::Ok),
             (Kind::Sync, b'E') => {}
@@ -223,6 +261,13 @@ impl Tracker {
         self.queue.clear();
         self.done.clear();
         self.copy_in = false;
+    }
+
+    /// Whether the head request is one Sluice sent by itself.
+    pub fn head_injected(&self) -> bool {
+        self.queue
+            .front()
+            .is_some_and(|e| matches!(e.origin, Origin::Injected))
     }
 }
 
@@ -345,6 +390,59 @@ mod tests {
         t.push(Kind::Query, Origin::Client, 2);
         assert!(t.on_frame(b'Z').unwrap());
         assert!(t.is_idle());
+    }
+
+    #[test]
+    fn injected_parse_error_reaches_the_client() {
+        let mut t = Tracker::new();
+        t.push(Kind::Parse, Origin::Injected, 1);
+        t.push(Kind::Bind, Origin::Client, 2);
+        t.push(Kind::Sync, Origin::Client, 3);
+        let (fwd, _) = run(&mut t, b"EZ");
+        assert_eq!(fwd, [true, true]);
+        // An error in an injected simple query is Sluice's to handle.
+        let mut t = Tracker::new();
+        t.push(Kind::Query, Origin::Injected, 1);
+        let (fwd, _) = run(&mut t, b"EZ");
+        assert_eq!(fwd, [false, false]);
+        assert_eq!(
+            t.take_done().next().map(|d| d.outcome),
+            Some(Outcome::Failed)
+        );
+    }
+
+    #[test]
+    fn copy_error_ends_copy_mode_and_markers_do_not_block() {
+        let mut t = Tracker::new();
+        t.push(Kind::Query, Origin::Client, 1);
+        let (fwd, _) = run(&mut t, b"GEZ");
+        assert_eq!(fwd, [true; 3]);
+        assert!(t.is_idle());
+        // The next batch's Sync is not mistaken for one sent in copy mode.
+        t.push(Kind::Bind, Origin::Client, 2);
+        t.push(Kind::Sync, Origin::Client, 3);
+        let (fwd, _) = run(&mut t, b"2Z");
+        assert_eq!(fwd, [true; 2]);
+        assert!(t.is_idle());
+        // A late CopyDone does not hold the connection.
+        t.push(Kind::CopyEnd, Origin::Client, 4);
+        assert!(t.is_idle());
+    }
+
+    #[test]
+    fn synthetic_ready_carries_current_status() {
+        let mut t = Tracker::new();
+        t.push(Kind::Query, Origin::Client, 1);
+        t.push(
+            Kind::Query,
+            Origin::Synthetic(Bytes::from_static(b"Z\0\0\0\x05I")),
+            2,
+        );
+        assert!(t.on_frame(b'Z').unwrap());
+        t.set_status(b'T');
+        let mut out = BytesMut::new();
+        t.release_synthetic(&mut out);
+        assert_eq!(&out[..], b"Z\0\0\0\x05T");
     }
 
     #[test]

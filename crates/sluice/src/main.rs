@@ -31,8 +31,10 @@ fn init_logging(config: &Config) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(&config.general.log_level))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match config.general.log_format {
         LogFormat::Json => builder.json().init(),

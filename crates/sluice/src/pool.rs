@@ -61,45 +61,81 @@ pub struct Pool {
     pub waits: AtomicU64,
     /// Statements (by pool-wide hash) that a server of this pool has parsed without
     /// error: a client's Parse of one can be answered without a server connection.
-    known_statements: Mutex<std::collections::HashSet<u64>>,
+    known_statements: Mutex<std::collections::HashSet<u128>>,
+    /// The parameters a server reports at login (ParameterStatus), as first seen.
+    welcome: Mutex<Option<std::collections::BTreeMap<String, String>>>,
 }
 
-/// A leased connection. Dropping a lease without [`Pool::put_back`] closes the
-/// connection: its state is not known to be clean.
+/// Counts one connection of a pool for as long as it lives, whatever happens to the
+/// task holding it: dropping it (a cancelled lease, a client gone mid-login) gives the
+/// count back and wakes a waiter.
+struct Slot {
+    pool: Arc<Pool>,
+    armed: bool,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if self.armed {
+            self.pool.state.lock().total -= 1;
+            self.pool.notify.notify_one();
+        }
+    }
+}
+
+/// A leased connection (it dereferences to the [`ServerConn`]). Dropping a lease
+/// without [`Lease::put_back`] closes the connection: its state is not known to be
+/// clean.
 pub struct Lease {
     pub conn: ServerConn,
-    pool: Arc<Pool>,
+    slot: Slot,
+}
+
+impl std::ops::Deref for Lease {
+    type Target = ServerConn;
+    fn deref(&self) -> &ServerConn {
+        &self.conn
+    }
+}
+
+impl std::ops::DerefMut for Lease {
+    fn deref_mut(&mut self) -> &mut ServerConn {
+        &mut self.conn
+    }
 }
 
 impl Lease {
     pub fn pool(&self) -> &Arc<Pool> {
-        &self.pool
+        &self.slot.pool
     }
 
     /// Gives the connection back without any reset: only when the session knows it clean.
     pub fn put_back(self) {
-        let Lease { conn, pool } = self;
-        pool.give_back(conn);
+        let Lease { conn, mut slot } = self;
+        slot.armed = false;
+        slot.pool.give_back(conn);
     }
 
     /// Resets the connection with the pool's reset query and gives it back; closes it if
-    /// the reset fails.
-    pub async fn reset_and_put_back(self) {
-        let Lease { mut conn, pool } = self;
-        let q = pool.settings.reset_query.clone();
-        match conn.reset(&q).await {
-            Ok(()) => pool.give_back(conn),
-            Err(e) => {
-                tracing::debug!(pool = %pool.name, error = %e, "reset failed; closing server connection");
-                pool.forget(conn);
+    /// the reset fails or takes too long.
+    pub async fn reset_and_put_back(mut self) {
+        let q = self.slot.pool.settings.reset_query.clone();
+        let limit = std::time::Duration::from_secs(10);
+        match tokio::time::timeout(limit, self.conn.reset(&q)).await {
+            Ok(Ok(())) => self.put_back(),
+            Ok(Err(e)) => {
+                tracing::debug!(pool = %self.slot.pool.name, error = %e, "reset failed; closing server connection");
+                self.discard();
             }
+            Err(_) => self.discard(),
         }
     }
 
     /// Closes the connection for good.
     pub fn discard(self) {
-        let Lease { conn, pool } = self;
-        pool.forget(conn);
+        let Lease { conn, slot } = self;
+        conn.close();
+        drop(slot);
     }
 }
 
@@ -118,6 +154,7 @@ impl Pool {
             leases: AtomicU64::new(0),
             waits: AtomicU64::new(0),
             known_statements: Mutex::new(Default::default()),
+            welcome: Mutex::new(None),
         })
     }
 
@@ -125,14 +162,26 @@ impl Pool {
         *self.opener.lock() = Some(opener);
     }
 
-    pub fn statement_parsed(&self, hash: u64) {
+    /// Remembers what a server reports at login, the first time.
+    pub fn set_welcome(&self, reported: &std::collections::BTreeMap<String, String>) {
+        let mut w = self.welcome.lock();
+        if w.is_none() {
+            *w = Some(reported.clone());
+        }
+    }
+
+    pub fn welcome(&self) -> Option<std::collections::BTreeMap<String, String>> {
+        self.welcome.lock().clone()
+    }
+
+    pub fn statement_parsed(&self, hash: u128) {
         let mut known = self.known_statements.lock();
         if known.len() < 100_000 {
             known.insert(hash);
         }
     }
 
-    pub fn knows_statement(&self, hash: u64) -> bool {
+    pub fn knows_statement(&self, hash: u128) -> bool {
         self.known_statements.lock().contains(&hash)
     }
 
@@ -171,12 +220,6 @@ impl Pool {
         self.notify.notify_one();
     }
 
-    fn forget(&self, conn: ServerConn) {
-        self.state.lock().total -= 1;
-        conn.close();
-        self.notify.notify_one();
-    }
-
     /// Takes a connection a client's login opened (pass-through auth) into the pool,
     /// leased to that client.
     pub fn adopt(self: &Arc<Self>, conn: ServerConn) -> Lease {
@@ -184,7 +227,10 @@ impl Pool {
         self.leases.fetch_add(1, Ordering::Relaxed);
         Lease {
             conn,
-            pool: self.clone(),
+            slot: Slot {
+                pool: self.clone(),
+                armed: true,
+            },
         }
     }
 
@@ -216,7 +262,10 @@ impl Pool {
                     self.leases.fetch_add(1, Ordering::Relaxed);
                     return Ok(Lease {
                         conn,
-                        pool: self.clone(),
+                        slot: Slot {
+                            pool: self.clone(),
+                            armed: true,
+                        },
                     });
                 }
                 if st.total < self.settings.size && opener.is_some() {
@@ -228,20 +277,15 @@ impl Pool {
             };
             expired.into_iter().for_each(ServerConn::close);
             if let (true, Some(op)) = (create, opener) {
-                return match login(&op.target, &op.params, &op.creds).await {
-                    Ok(conn) => {
-                        self.leases.fetch_add(1, Ordering::Relaxed);
-                        Ok(Lease {
-                            conn,
-                            pool: self.clone(),
-                        })
-                    }
-                    Err(e) => {
-                        self.state.lock().total -= 1;
-                        self.notify.notify_one();
-                        Err(e)
-                    }
+                // The slot gives the count back if the login fails or this future is
+                // dropped mid-login.
+                let slot = Slot {
+                    pool: self.clone(),
+                    armed: true,
                 };
+                let conn = login(&op.target, &op.params, &op.creds).await?;
+                self.leases.fetch_add(1, Ordering::Relaxed);
+                return Ok(Lease { conn, slot });
             }
             if !waited {
                 waited = true;

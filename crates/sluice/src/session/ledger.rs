@@ -18,7 +18,7 @@ pub enum PinReason {
     AdvisoryLock,
     Listen,
     HoldCursor,
-    SetConfig,
+    Opaque,
 }
 
 impl PinReason {
@@ -28,7 +28,7 @@ impl PinReason {
         PinReason::AdvisoryLock,
         PinReason::Listen,
         PinReason::HoldCursor,
-        PinReason::SetConfig,
+        PinReason::Opaque,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -38,7 +38,7 @@ impl PinReason {
             PinReason::AdvisoryLock => "advisory_lock",
             PinReason::Listen => "listen",
             PinReason::HoldCursor => "hold_cursor",
-            PinReason::SetConfig => "set_config",
+            PinReason::Opaque => "opaque_state",
         }
     }
 }
@@ -165,7 +165,7 @@ impl Ledger {
             Effect::AdvisoryUnlockAll => {
                 self.pins.remove(&PinReason::AdvisoryLock);
             }
-            Effect::SetConfig => self.pin(PinReason::SetConfig, counters),
+            Effect::Opaque => self.pin(PinReason::Opaque, counters),
             Effect::None | Effect::Begin | Effect::TxEnd | Effect::SetLocal => {}
         }
     }

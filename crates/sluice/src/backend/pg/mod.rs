@@ -15,42 +15,65 @@ use std::time::Instant;
 use tokio::io::AsyncReadExt;
 
 /// Prepared statements on one connection, by pool-wide statement hash, least recently
-/// used first out.
+/// used first out. A statement whose Parse is still in flight is usable only by the
+/// batch (Sync) that sent it: if that batch fails, later batches must not rely on it.
 #[derive(Debug, Default)]
 pub struct StatementCache {
-    entries: HashMap<u64, u64>,
+    entries: HashMap<u128, CacheEntry>,
     clock: u64,
 }
 
+#[derive(Debug, Clone, Copy)]
+struct CacheEntry {
+    stamp: u64,
+    /// The batch whose Parse created it, until the server confirms it.
+    pending: Option<u64>,
+}
+
 impl StatementCache {
-    pub fn contains(&mut self, hash: u64) -> bool {
+    /// Whether a Bind in `batch` can rely on the statement being prepared.
+    pub fn usable(&mut self, hash: u128, batch: u64) -> bool {
         self.clock += 1;
         match self.entries.get_mut(&hash) {
-            Some(stamp) => {
-                *stamp = self.clock;
+            Some(e) if e.pending.is_none_or(|b| b == batch) => {
+                e.stamp = self.clock;
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 
-    /// Records `hash`; returns the statement evicted to stay within `cap`, if any.
-    pub fn insert(&mut self, hash: u64, cap: usize) -> Option<u64> {
+    /// Records a Parse sent in `batch`; returns the statement evicted to stay within
+    /// `cap`, if any (never one of this batch).
+    pub fn insert(&mut self, hash: u128, cap: usize, batch: u64) -> Option<u128> {
         self.clock += 1;
-        self.entries.insert(hash, self.clock);
+        self.entries.insert(
+            hash,
+            CacheEntry {
+                stamp: self.clock,
+                pending: Some(batch),
+            },
+        );
         if self.entries.len() <= cap.max(1) {
             return None;
         }
         let (&old, _) = self
             .entries
             .iter()
-            .filter(|(h, _)| **h != hash)
-            .min_by_key(|(_, s)| **s)?;
+            .filter(|(h, e)| **h != hash && e.pending != Some(batch))
+            .min_by_key(|(_, e)| e.stamp)?;
         self.entries.remove(&old);
         Some(old)
     }
 
-    pub fn remove(&mut self, hash: u64) {
+    /// The server confirmed the Parse.
+    pub fn confirm(&mut self, hash: u128) {
+        if let Some(e) = self.entries.get_mut(&hash) {
+            e.pending = None;
+        }
+    }
+
+    pub fn remove(&mut self, hash: u128) {
         self.entries.remove(&hash);
     }
 
@@ -142,6 +165,10 @@ impl ServerConn {
             queries.push("ROLLBACK");
         }
         queries.push(reset_query);
+        // The statement cache is cleared below: make sure the server's is too.
+        if !reset_query.trim().eq_ignore_ascii_case("DISCARD ALL") {
+            queries.push("DEALLOCATE ALL");
+        }
         if let Some(e) = self.run(&queries).await? {
             return Err(Error::new(
                 crate::error::Kind::Desync,
@@ -207,5 +234,27 @@ pub async fn read_whole_frame(
         if stream.read_buf(buf).await? == 0 {
             return Err(Error::new(crate::error::Kind::ServerGone, side, gone));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StatementCache;
+
+    #[test]
+    fn pending_statements_belong_to_their_batch() {
+        let mut c = StatementCache::default();
+        assert_eq!(c.insert(1, 2, 7), None);
+        assert!(c.usable(1, 7));
+        assert!(
+            !c.usable(1, 8),
+            "a later batch does not rely on an unconfirmed Parse"
+        );
+        c.confirm(1);
+        assert!(c.usable(1, 8));
+        assert_eq!(c.insert(2, 2, 8), None);
+        // Full: the least recently used statement not of this batch goes.
+        assert_eq!(c.insert(3, 2, 8), Some(1));
+        assert_eq!(c.len(), 2);
     }
 }

@@ -168,13 +168,16 @@ pub async fn login(
         .pools
         .get_or_create(&key, || Pool::new(pool_name, key.clone(), settings));
 
-    let mut lease = if ctx.cfg.auth == AuthMethod::Passthrough {
+    let lease = if ctx.cfg.auth == AuthMethod::Passthrough {
         if !out.is_empty() {
             let _ = write_all_flush(&mut c.stream, &out).await;
             out.clear();
         }
         match auth::passthrough(c, &target, &params, &mut out).await {
-            Ok(conn) => pool.adopt(conn),
+            Ok(conn) => {
+                pool.set_welcome(&conn.reported);
+                Some(pool.adopt(conn))
+            }
             Err(e) => {
                 fail(c, e).await;
                 return None;
@@ -216,48 +219,66 @@ pub async fn login(
                 password,
             },
         }));
-        let mut lease = match pool.lease().await {
-            Ok(l) => l,
-            Err(e) => {
-                fail(c, e).await;
-                return None;
-            }
-        };
         encode::auth_ok(&mut out);
-        if let Err(e) = replay::apply_startup_params(&mut lease.conn, &params).await {
-            c.fatal(&e).await;
-            lease.discard();
-            return None;
+        match pool.welcome() {
+            // In transaction mode a client needs no server connection to log in once
+            // the pool knows what a server says at login.
+            Some(welcome) if pool_cfg.mode == PoolMode::Transaction => {
+                for (k, v) in &replay::client_view(&welcome, &params) {
+                    encode::parameter_status(&mut out, k, v);
+                }
+                None
+            }
+            _ => {
+                let mut lease = match pool.lease().await {
+                    Ok(l) => l,
+                    Err(e) => {
+                        fail(c, e).await;
+                        return None;
+                    }
+                };
+                pool.set_welcome(&lease.reported);
+                if let Err(e) = replay::apply_startup_params(&mut lease, &params).await {
+                    c.fatal(&e).await;
+                    lease.discard();
+                    return None;
+                }
+                for (k, v) in &lease.reported {
+                    encode::parameter_status(&mut out, k, v);
+                }
+                Some(lease)
+            }
         }
-        for (k, v) in &lease.conn.reported {
-            encode::parameter_status(&mut out, k, v);
-        }
-        lease
     };
-    lease.conn.last_used = std::time::Instant::now();
-    let pid = match pool_cfg.mode {
-        PoolMode::Session => lease.conn.pid,
-        PoolMode::Transaction => shared.next_pid(),
+    let client_params = match &lease {
+        Some(l) => l.reported.clone(),
+        None => replay::client_view(&pool.welcome().unwrap_or_default(), &params),
+    };
+    let pid = match (pool_cfg.mode, &lease) {
+        (PoolMode::Session, Some(l)) => l.pid,
+        _ => shared.next_pid(),
     };
     let cancel = shared.cancels.register(pid);
     encode::backend_key(&mut out, cancel.key.0, cancel.key.1);
     encode::ready_for_query(&mut out, b'I');
     if let Err(e) = write_all_flush(&mut c.stream, &out).await {
         tracing::debug!(error = %e, "client went away during login");
-        lease.put_back();
+        if let Some(l) = lease {
+            l.put_back();
+        }
         return None;
     }
-    let client_params = lease.conn.reported.clone();
     let mut session = Session {
         mode: pool_cfg.mode,
         pool,
-        lease: Some(lease),
+        lease,
         cancel,
         client_params,
         max_message: target.max_message,
     };
     if session.mode == PoolMode::Transaction {
-        if let Some(l) = session.lease.take() {
+        if let Some(mut l) = session.lease.take() {
+            l.last_used = std::time::Instant::now();
             l.put_back();
         }
     }

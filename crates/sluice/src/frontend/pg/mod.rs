@@ -20,6 +20,9 @@ use sluice_wire_pg::encode::{self, Severity};
 use std::sync::Arc;
 use tokio::net::TcpStream;
 
+/// How long a client may take from connecting to being logged in.
+const LOGIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A client connection and the bytes read from it but not yet handled.
 pub struct Client {
     pub stream: Stream,
@@ -42,7 +45,12 @@ pub async fn serve(
     slot: Option<ClientSlot>,
 ) {
     let stream = Stream::Plain(tcp);
-    let (start, buf) = match startup::negotiate(&ctx, stream).await {
+    let negotiated =
+        match tokio::time::timeout(LOGIN_TIMEOUT, startup::negotiate(&ctx, stream)).await {
+            Ok(n) => n,
+            Err(_) => return,
+        };
+    let (start, buf) = match negotiated {
         Ok(s) => s,
         Err((e, stream)) => {
             tracing::debug!(error = %e, "startup failed");
@@ -74,8 +82,9 @@ pub async fn serve(
                 client.fatal(&e).await;
                 return;
             };
-            let Some(session) = login::login(&shared, &ctx, &mut client, params, version).await
-            else {
+            // A client that stalls during login must not hold its slot for ever.
+            let login = login::login(&shared, &ctx, &mut client, params, version);
+            let Ok(Some(session)) = tokio::time::timeout(LOGIN_TIMEOUT, login).await else {
                 return;
             };
             relay::run(shared, session, client).await;
@@ -91,8 +100,20 @@ async fn cancel(shared: &Shared, pid: i32, secret: i32) {
     };
     let mut out = BytesMut::new();
     encode::cancel_request(&mut out, key.pid, key.secret);
-    match TcpStream::connect(&key.addr).await {
+    let connect = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        TcpStream::connect(&key.addr),
+    );
+    match connect
+        .await
+        .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
+    {
         Ok(tcp) => {
+            // In transaction mode the connection may have gone to another client while
+            // connecting: cancel only if the client still uses it.
+            if shared.cancels.lookup(pid, secret).as_ref() != Some(&key) {
+                return;
+            }
             let mut s = Stream::Plain(tcp);
             if let Err(e) = write_all_flush(&mut s, &out).await {
                 tracing::debug!(error = %e, "sending cancel failed");

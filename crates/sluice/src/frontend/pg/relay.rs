@@ -31,15 +31,20 @@ const READ_CHUNK: usize = 16 * 1024;
 
 /// Something to do once the server answers a request.
 pub(super) enum Action {
-    /// A simple query's statements' effects, one per CommandComplete.
-    Effects(VecDeque<Effect>),
+    /// A simple query's statements' effects, one per CommandComplete. `implicit`: the
+    /// statements run in one implicit transaction, so they count only if all succeed.
+    Effects { q: VecDeque<Effect>, implicit: bool },
     /// Effects of an Execute, applied when it completes.
     ExecEffects(Vec<Effect>),
-    /// A Parse Sluice sent (for a client or by itself): forget the statement if it fails.
+    /// A Parse Sluice sent (for a client or by itself): confirmed when it succeeds,
+    /// forgotten when it fails.
     Parse {
-        hash: u64,
+        hash: u128,
         client_name: Option<bytes::Bytes>,
     },
+    /// The SETs Sluice replayed on a connection: if they fail, the session state is
+    /// unknown and the session ends.
+    Replay,
 }
 
 enum Event {
@@ -85,6 +90,20 @@ pub(super) struct Relay {
     pub portal_effects: Vec<Effect>,
     pub last_tag: Vec<u8>,
     pub shutting_down: bool,
+    /// The CopyData frame being streamed from the client is dropped (no COPY running).
+    pub c_dropping: bool,
+    /// The client's last unnamed statement (query, parameter types), and whether it
+    /// exists on the server connection held now.
+    pub unnamed: Option<(bytes::Bytes, bytes::Bytes)>,
+    pub unnamed_here: bool,
+    /// Effects of named portals (rare), by portal name.
+    pub named_portal_effects: std::collections::HashMap<bytes::Bytes, Vec<Effect>>,
+    /// Sync batches sent so far: a statement whose Parse went out in an earlier batch
+    /// is not relied on until the server confirms it.
+    pub batch: u64,
+    /// Set when something Sluice did on the client's behalf failed in a way that
+    /// leaves the session state unknown (e.g. replaying its SETs).
+    pub fatal: Option<Error>,
     flush_client: bool,
     flush_server: bool,
     shutdown_wait: Pin<Box<dyn Future<Output = ()> + Send>>,
@@ -118,6 +137,12 @@ pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
         portal_effects: Vec::new(),
         last_tag: Vec::new(),
         shutting_down: false,
+        c_dropping: false,
+        unnamed: None,
+        unnamed_here: false,
+        named_portal_effects: Default::default(),
+        batch: 0,
+        fatal: None,
         flush_client: false,
         flush_server: false,
         shutdown_wait,
@@ -186,6 +211,9 @@ impl Relay {
             if let Err(e) = step {
                 return End::Failed(e);
             }
+            if let Some(e) = self.fatal.take() {
+                return End::Failed(e);
+            }
         }
     }
 
@@ -248,7 +276,9 @@ impl Relay {
                 Poll::Pending => {}
             }
         }
-        if self.to_server.len() < HIGH_WATER && !self.shutting_down {
+        // While draining, the client may still finish its transaction: keep reading
+        // until it is between transactions (the loop then ends the session).
+        if self.to_server.len() < HIGH_WATER {
             reserve(&mut self.cbuf);
             if let Poll::Ready(r) =
                 tokio_util::io::poll_read_buf(Pin::new(&mut self.client), cx, &mut self.cbuf)
@@ -339,7 +369,11 @@ impl Relay {
                 let needs_reset = self.s.mode == PoolMode::Session
                     || self.status != b'I'
                     || self.ledger.is_pinned();
-                if needs_reset {
+                if self.s.mode == PoolMode::Session && !self.s.pool.can_open() {
+                    // A pass-through session pool never hands out idle connections
+                    // (every login authenticates on a fresh one): close it.
+                    lease.discard();
+                } else if needs_reset {
                     lease.reset_and_put_back().await;
                 } else {
                     lease.put_back();

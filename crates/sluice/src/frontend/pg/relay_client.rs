@@ -14,12 +14,31 @@ use sluice_wire_pg::encode::{self, Severity};
 use sluice_wire_pg::msg::{self, fe};
 use sluice_wire_pg::track::{Kind as TKind, Origin};
 use std::collections::VecDeque;
-use std::sync::Arc as Rc;
+use std::sync::Arc;
 
 fn synthetic(f: impl FnOnce(&mut BytesMut)) -> Origin {
     let mut b = BytesMut::new();
     f(&mut b);
     Origin::Synthetic(b.freeze())
+}
+
+/// Messages a client may send once logged in.
+fn known_tag(tag: u8) -> bool {
+    matches!(
+        tag,
+        fe::QUERY
+            | fe::PARSE
+            | fe::BIND
+            | fe::DESCRIBE
+            | fe::EXECUTE
+            | fe::CLOSE
+            | fe::SYNC
+            | fe::FLUSH
+            | fe::FUNCTION_CALL
+            | fe::COPY_DATA
+            | fe::COPY_DONE
+            | fe::COPY_FAIL
+    )
 }
 
 impl Relay {
@@ -34,18 +53,20 @@ impl Relay {
             let Some(item) = item else { break };
             match item {
                 Item::Chunk(n) => {
-                    if !self.skip_to_sync {
+                    if !self.c_dropping {
                         self.to_server.extend_from_slice(&self.cbuf[..n]);
                     }
                     self.cbuf.advance(n);
                 }
-                Item::Head(h) => {
-                    // Only CopyData streams: the COPY already holds a server connection.
-                    if !self.skip_to_sync {
+                Item::Head(_) => {
+                    // Only CopyData streams. Without a COPY running on a server
+                    // connection (or while skipping to Sync) it goes nowhere, as in
+                    // PostgreSQL, which ignores CopyData outside copy mode.
+                    self.c_dropping = self.skip_to_sync || self.s.lease.is_none();
+                    if !self.c_dropping {
                         self.to_server.extend_from_slice(&self.cbuf[..5]);
                     }
                     self.cbuf.advance(5);
-                    let _ = h;
                 }
                 Item::Whole(h) => {
                     let frame = self.cbuf.split_to(h.frame_len).freeze();
@@ -69,32 +90,39 @@ impl Relay {
                 return Err(Error::server_gone(m.to_owned()).with_sqlstate("08004"));
             }
         };
-        if let Some(sql) = replay::replay_sql(&lease.conn, &self.ledger, &self.s.client_params) {
+        if let Some(sql) = replay::replay_sql(&lease, &self.ledger, &self.s.client_params) {
             encode::query(&mut self.to_server, sql.as_bytes());
             let t = self.token();
             self.tracker.push(TKind::Query, Origin::Injected, t);
-            lease.conn.applied_sets.clone_from(&self.ledger.sets);
+            self.actions.push_back((t, Action::Replay));
+            lease.applied_sets.clone_from(&self.ledger.sets);
         }
-        self.status = lease.conn.status;
-        tracing::trace!(
-            client = self.s.cancel.key.0,
-            server = lease.conn.pid,
-            "lease"
-        );
+        self.status = lease.status;
+        self.tracker.set_status(lease.status);
+        self.unnamed_here = false;
+        tracing::trace!(client = self.s.cancel.key.0, server = lease.pid, "lease");
         self.s.lease = Some(lease);
         self.s.sync_cancel();
         Ok(())
     }
 
     /// Answers a request Sluice could not serve (no server connection): an error, and
-    /// ReadyForQuery where the client expects one.
+    /// ReadyForQuery where the client expects one, in order with earlier answers.
     fn refuse(&mut self, tag: u8, e: &Error) {
-        self.client_error(Severity::Error, e);
-        if tag == fe::QUERY || tag == fe::SYNC {
-            encode::ready_for_query(&mut self.to_client, b'I');
-        } else {
-            self.skip_to_sync = true;
-        }
+        let t = self.token();
+        let (code, text) = (e.sqlstate(), e.message.clone());
+        let end_now = tag == fe::QUERY || tag == fe::SYNC;
+        self.tracker.push(
+            TKind::Query,
+            synthetic(|b| {
+                encode::error(b, Severity::Error, code, &text);
+                if end_now {
+                    encode::ready_for_query(b, b'I');
+                }
+            }),
+            t,
+        );
+        self.skip_to_sync = !end_now;
     }
 
     async fn on_frame(&mut self, tag: u8, frame: Bytes) -> Result<Option<End>, Error> {
@@ -102,32 +130,22 @@ impl Relay {
         if tag == fe::TERMINATE {
             return Ok(Some(End::Terminated));
         }
+        if !known_tag(tag) {
+            return Err(Error::protocol(format!(
+                "invalid frontend message type {tag}"
+            )));
+        }
         if self.skip_to_sync {
             if tag == fe::SYNC {
                 self.skip_to_sync = false;
-                encode::ready_for_query(&mut self.to_client, self.status);
+                let t = self.token();
+                self.tracker.push(
+                    TKind::Sync,
+                    synthetic(|b| encode::ready_for_query(b, b'I')),
+                    t,
+                );
             }
             return Ok(None);
-        }
-        if !matches!(
-            tag,
-            fe::QUERY
-                | fe::PARSE
-                | fe::BIND
-                | fe::DESCRIBE
-                | fe::EXECUTE
-                | fe::CLOSE
-                | fe::SYNC
-                | fe::FLUSH
-                | fe::FUNCTION_CALL
-                | fe::COPY_DATA
-                | fe::COPY_DONE
-                | fe::COPY_FAIL
-        ) {
-            return Err(Error::protocol(format!(
-                "invalid frontend message type {}",
-                tag
-            )));
         }
         if self.s.lease.is_none() && self.tx_mode() && self.answer_without_server(tag, &body) {
             return Ok(None);
@@ -153,15 +171,7 @@ impl Relay {
             fe::BIND if tx => self.bind(frame, &body)?,
             fe::DESCRIBE if tx => self.describe(frame, &body)?,
             fe::CLOSE if tx => self.close(frame, &body)?,
-            fe::EXECUTE => {
-                let t = self.token();
-                self.tracker.push(TKind::Execute, Origin::Client, t);
-                if tx && !self.portal_effects.is_empty() {
-                    self.actions
-                        .push_back((t, Action::ExecEffects(self.portal_effects.clone())));
-                }
-                self.to_server.extend_from_slice(&frame);
-            }
+            fe::EXECUTE => self.execute(frame, &body),
             _ => {
                 let kind = match tag {
                     fe::PARSE => Some(TKind::Parse),
@@ -177,39 +187,13 @@ impl Relay {
                     let t = self.token();
                     self.tracker.push(k, Origin::Client, t);
                 }
+                if tag == fe::SYNC {
+                    self.batch += 1;
+                }
                 self.to_server.extend_from_slice(&frame);
             }
         }
         Ok(None)
-    }
-
-    fn query(&mut self, frame: Bytes, body: &[u8]) {
-        let t = self.token();
-        if self.tx_mode() {
-            let sql = msg::query_text(body).unwrap_or_default();
-            let effects = stmts::interesting(sql);
-            // DEALLOCATE of a protocol-level statement: it exists under another name on
-            // the server, so Sluice answers for it.
-            if let [Effect::Deallocate { name }] = effects.as_slice() {
-                if self.stmts.remove(name.as_bytes()).is_some() {
-                    let st = self.status;
-                    let origin = synthetic(|b| {
-                        encode::command_complete(b, "DEALLOCATE");
-                        encode::ready_for_query(b, st);
-                    });
-                    self.tracker.push(TKind::Query, origin, t);
-                    return;
-                }
-            }
-            if !effects.is_empty() {
-                self.actions.push_back((
-                    t,
-                    Action::Effects(effects.into_iter().collect::<VecDeque<_>>()),
-                ));
-            }
-        }
-        self.tracker.push(TKind::Query, Origin::Client, t);
-        self.to_server.extend_from_slice(&frame);
     }
 
     /// Between transactions, some requests need no server: a Parse of a statement the
@@ -227,13 +211,7 @@ impl Relay {
                 if name.is_empty() || !self.s.pool.knows_statement(hash) {
                     return false;
                 }
-                let stmt = Rc::new(Stmt {
-                    hash,
-                    global: stmts::global_name(hash),
-                    query: Bytes::copy_from_slice(query),
-                    types: Bytes::copy_from_slice(types),
-                    effects: stmts::interesting(query),
-                });
+                let stmt = new_stmt(hash, query, types);
                 self.stmts.insert(Bytes::copy_from_slice(name), stmt);
                 let t = self.token();
                 self.tracker
@@ -263,86 +241,129 @@ impl Relay {
         }
     }
 
-    /// Makes sure the statement exists on the current server connection, injecting a
-    /// Parse (whose answer the client never sees) if not.
-    fn ensure_prepared(&mut self, stmt: &Stmt) {
+    fn query(&mut self, frame: Bytes, body: &[u8]) {
+        let t = self.token();
+        self.batch += 1;
+        // A simple query destroys the unnamed statement.
+        self.unnamed = None;
+        self.unnamed_here = false;
+        if self.tx_mode() {
+            let sql = msg::query_text(body).unwrap_or_default();
+            let effects = stmts::interesting(sql);
+            // DEALLOCATE of a protocol-level statement: it exists under another name on
+            // the server, so Sluice answers for it.
+            if let [Effect::Deallocate { name }] = effects.as_slice() {
+                if self.stmts.remove(name.as_bytes()).is_some() {
+                    let origin = synthetic(|b| {
+                        encode::command_complete(b, "DEALLOCATE");
+                        encode::ready_for_query(b, b'I');
+                    });
+                    self.tracker.push(TKind::Query, origin, t);
+                    return;
+                }
+            }
+            if !effects.is_empty() {
+                // Several statements outside a transaction block run in one implicit
+                // transaction: their SETs count only if all of them succeed.
+                let implicit = effects.len() > 1
+                    && !self.ledger_in_tx
+                    && !effects
+                        .iter()
+                        .any(|e| matches!(e, Effect::Begin | Effect::TxEnd));
+                let q = effects.into_iter().collect::<VecDeque<_>>();
+                self.actions.push_back((t, Action::Effects { q, implicit }));
+            }
+        }
+        self.tracker.push(TKind::Query, Origin::Client, t);
+        self.to_server.extend_from_slice(&frame);
+    }
+
+    /// Sends Parse for a pool-wide statement, preceded by a Close of the same name: if
+    /// Sluice's idea of the connection's statements is ever stale, the Close makes the
+    /// Parse succeed anyway (closing a name that does not exist is not an error).
+    fn send_parse(&mut self, stmt: &Stmt, origin: Origin, client_name: Option<Bytes>) {
         let Some(lease) = self.s.lease.as_mut() else {
             return;
         };
-        if lease.conn.prepared.contains(stmt.hash) {
-            return;
-        }
         let cap = lease.pool().settings.statement_cache;
-        let evicted = lease.conn.prepared.insert(stmt.hash, cap);
+        let evicted = lease.prepared.insert(stmt.hash, cap, self.batch);
+        encode::target(&mut self.to_server, fe::CLOSE, b'S', &stmt.global);
+        let t = self.token();
+        self.tracker.push(TKind::Close, Origin::Injected, t);
         encode::parse(&mut self.to_server, &stmt.global, &stmt.query, &stmt.types);
         let t = self.token();
-        self.tracker.push(TKind::Parse, Origin::Injected, t);
+        self.tracker.push(TKind::Parse, origin, t);
         self.actions.push_back((
             t,
             Action::Parse {
                 hash: stmt.hash,
-                client_name: None,
+                client_name,
             },
         ));
         if let Some(old) = evicted {
-            self.close_on_server(old);
+            encode::target(
+                &mut self.to_server,
+                fe::CLOSE,
+                b'S',
+                &stmts::global_name(old),
+            );
+            let t = self.token();
+            self.tracker.push(TKind::Close, Origin::Injected, t);
         }
     }
 
-    fn close_on_server(&mut self, hash: u64) {
-        encode::target(
-            &mut self.to_server,
-            fe::CLOSE,
-            b'S',
-            &stmts::global_name(hash),
-        );
-        let t = self.token();
-        self.tracker.push(TKind::Close, Origin::Injected, t);
+    /// Makes sure the statement exists on the current server connection, injecting a
+    /// Parse (whose answer the client never sees) if not.
+    fn ensure_prepared(&mut self, stmt: &Stmt) {
+        let batch = self.batch;
+        let Some(lease) = self.s.lease.as_mut() else {
+            return;
+        };
+        if !lease.prepared.usable(stmt.hash, batch) {
+            self.send_parse(stmt, Origin::Injected, None);
+        }
+    }
+
+    /// The unnamed statement lives on one server connection: if the client binds it
+    /// on another, prepare it there first.
+    fn ensure_unnamed(&mut self) {
+        if self.unnamed_here {
+            return;
+        }
+        if let Some((query, types)) = self.unnamed.clone() {
+            encode::parse(&mut self.to_server, b"", &query, &types);
+            let t = self.token();
+            self.tracker.push(TKind::Parse, Origin::Injected, t);
+            self.unnamed_here = true;
+        }
     }
 
     fn parse(&mut self, frame: Bytes, body: &[u8]) -> Result<(), Error> {
         let (name, query, types) =
             msg::parse(body).ok_or_else(|| Error::protocol("malformed Parse message"))?;
-        let effects = stmts::interesting(query);
-        let t = self.token();
         if name.is_empty() {
-            self.unnamed_effects = effects;
+            self.unnamed_effects = stmts::interesting(query);
+            self.unnamed = Some((Bytes::copy_from_slice(query), Bytes::copy_from_slice(types)));
+            self.unnamed_here = true;
+            let t = self.token();
             self.tracker.push(TKind::Parse, Origin::Client, t);
             self.to_server.extend_from_slice(&frame);
             return Ok(());
         }
-        let hash = stmts::hash(query, types);
-        let stmt = Rc::new(Stmt {
-            hash,
-            global: stmts::global_name(hash),
-            query: Bytes::copy_from_slice(query),
-            types: Bytes::copy_from_slice(types),
-            effects,
-        });
+        let stmt = new_stmt(stmts::hash(query, types), query, types);
         let name = Bytes::copy_from_slice(name);
         self.stmts.insert(name.clone(), stmt.clone());
+        let batch = self.batch;
         let Some(lease) = self.s.lease.as_mut() else {
             return Ok(());
         };
-        if lease.conn.prepared.contains(hash) {
+        if lease.prepared.usable(stmt.hash, batch) {
+            let t = self.token();
             self.tracker
                 .push(TKind::Parse, synthetic(encode::parse_complete), t);
             return Ok(());
         }
-        let cap = lease.pool().settings.statement_cache;
-        let evicted = lease.conn.prepared.insert(hash, cap);
-        encode::parse(&mut self.to_server, &stmt.global, &stmt.query, &stmt.types);
-        self.tracker.push(TKind::Parse, Origin::Client, t);
-        self.actions.push_back((
-            t,
-            Action::Parse {
-                hash,
-                client_name: Some(name),
-            },
-        ));
-        if let Some(old) = evicted {
-            self.close_on_server(old);
-        }
+        self.send_parse(&stmt, Origin::Client, Some(name));
         Ok(())
     }
 
@@ -361,18 +382,46 @@ impl Relay {
         };
         if portal.is_empty() {
             self.portal_effects = effects;
+        } else if !effects.is_empty() {
+            self.named_portal_effects
+                .insert(Bytes::copy_from_slice(portal), effects);
         }
         match stmt {
             Some(s) => {
                 self.ensure_prepared(&s);
                 encode::bind(&mut self.to_server, portal, &s.global, rest);
             }
-            // Unnamed, or unknown: the server answers for an unknown name itself.
-            None => self.to_server.extend_from_slice(&frame),
+            None => {
+                if name.is_empty() {
+                    self.ensure_unnamed();
+                }
+                // Unknown names are the server's to refuse, with the client's name.
+                self.to_server.extend_from_slice(&frame);
+            }
         }
         let t = self.token();
         self.tracker.push(TKind::Bind, Origin::Client, t);
         Ok(())
+    }
+
+    fn execute(&mut self, frame: Bytes, body: &[u8]) {
+        let t = self.token();
+        self.tracker.push(TKind::Execute, Origin::Client, t);
+        if self.tx_mode() {
+            let portal = msg::query_text(body).unwrap_or_default();
+            let effects = if portal.is_empty() {
+                self.portal_effects.clone()
+            } else {
+                self.named_portal_effects
+                    .get(portal)
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            if !effects.is_empty() {
+                self.actions.push_back((t, Action::ExecEffects(effects)));
+            }
+        }
+        self.to_server.extend_from_slice(&frame);
     }
 
     fn describe(&mut self, frame: Bytes, body: &[u8]) -> Result<(), Error> {
@@ -383,7 +432,12 @@ impl Relay {
                 self.ensure_prepared(&s);
                 encode::target(&mut self.to_server, fe::DESCRIBE, b'S', &s.global);
             }
-            _ => self.to_server.extend_from_slice(&frame),
+            _ => {
+                if kind == b'S' && name.is_empty() {
+                    self.ensure_unnamed();
+                }
+                self.to_server.extend_from_slice(&frame);
+            }
         }
         let t = self.token();
         self.tracker.push(TKind::Describe, Origin::Client, t);
@@ -402,8 +456,21 @@ impl Relay {
                 .push(TKind::Close, synthetic(encode::close_complete), t);
             return Ok(());
         }
+        if kind == b'P' && !name.is_empty() {
+            self.named_portal_effects.remove(name);
+        }
         self.tracker.push(TKind::Close, Origin::Client, t);
         self.to_server.extend_from_slice(&frame);
         Ok(())
     }
+}
+
+fn new_stmt(hash: u128, query: &[u8], types: &[u8]) -> Arc<Stmt> {
+    Arc::new(Stmt {
+        hash,
+        global: stmts::global_name(hash),
+        query: Bytes::copy_from_slice(query),
+        types: Bytes::copy_from_slice(types),
+        effects: stmts::interesting(query),
+    })
 }

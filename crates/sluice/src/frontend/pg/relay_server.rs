@@ -61,6 +61,7 @@ impl Relay {
                                 .ok_or_else(|| desync("bad ReadyForQuery"))?;
                             conn.status = st;
                             self.status = st;
+                            self.tracker.set_status(st);
                             self.at_rest = self.tracker.is_idle();
                         }
                         be::PARAMETER_STATUS => {
@@ -98,18 +99,19 @@ impl Relay {
     fn after_frame(&mut self, tag: u8, head: Option<u64>) {
         match tag {
             be::COMMAND_COMPLETE => {
-                let Some((t, Action::Effects(q))) = self.actions.front_mut() else {
+                let Some((t, Action::Effects { q, implicit })) = self.actions.front_mut() else {
                     return;
                 };
                 if Some(*t) != head {
                     return;
                 }
+                let implicit = *implicit;
                 if let Some(e) = q.pop_front() {
-                    self.apply_effect(&e);
+                    self.apply_effect(&e, implicit);
                 }
             }
             be::ERROR_RESPONSE => {
-                if let Some((t, Action::Effects(q))) = self.actions.front_mut() {
+                if let Some((t, Action::Effects { q, .. })) = self.actions.front_mut() {
                     if Some(*t) == head {
                         q.clear();
                     }
@@ -126,7 +128,10 @@ impl Relay {
         }
     }
 
-    fn apply_effect(&mut self, e: &Effect) {
+    /// Applies a confirmed effect to the ledger and to what Sluice knows of the server
+    /// connection. `implicit`: part of an implicit multi-statement transaction (staged
+    /// until it commits).
+    fn apply_effect(&mut self, e: &Effect, implicit: bool) {
         match e {
             Effect::Begin => self.ledger_in_tx = true,
             Effect::TxEnd => {
@@ -134,28 +139,34 @@ impl Relay {
                     .end_transaction(self.last_tag.starts_with(b"COMMIT"));
                 self.ledger_in_tx = false;
             }
-            e => self.ledger.apply(e, self.ledger_in_tx, &self.shared.pins),
+            e => self
+                .ledger
+                .apply(e, self.ledger_in_tx || implicit, &self.shared.pins),
         }
         let Some(lease) = self.s.lease.as_mut() else {
             return;
         };
         match e {
             Effect::DeallocateAll => {
-                lease.conn.prepared.clear();
+                lease.prepared.clear();
                 self.stmts.clear();
             }
             Effect::DiscardAll => {
-                lease.conn.prepared.clear();
+                lease.prepared.clear();
                 self.stmts.clear();
-                lease.conn.applied_sets.clear();
+                lease.applied_sets.clear();
             }
             _ => {}
         }
-        if matches!(
-            e,
-            Effect::Set { .. } | Effect::Reset { .. } | Effect::ResetAll | Effect::TxEnd
-        ) {
-            lease.conn.applied_sets.clone_from(&self.ledger.sets);
+        self.sync_applied_sets();
+    }
+
+    /// While a client holds a connection, the SETs on it are the client's.
+    fn sync_applied_sets(&mut self) {
+        if let Some(lease) = self.s.lease.as_mut() {
+            if lease.applied_sets != self.ledger.sets {
+                lease.applied_sets.clone_from(&self.ledger.sets);
+            }
         }
     }
 
@@ -176,28 +187,46 @@ impl Relay {
                 if t != d.token {
                     continue;
                 }
-                match action {
-                    Action::Parse { hash, .. } if d.outcome == Outcome::Ok => {
-                        self.s.pool.statement_parsed(hash)
+                self.finish_action(action, d.kind, d.outcome);
+            }
+        }
+    }
+
+    fn finish_action(&mut self, action: Action, kind: TKind, outcome: Outcome) {
+        let ok = outcome == Outcome::Ok;
+        match action {
+            Action::Parse { hash, client_name } => {
+                if ok {
+                    if let Some(l) = self.s.lease.as_mut() {
+                        l.prepared.confirm(hash);
                     }
-                    Action::Parse { hash, client_name } => {
-                        if let Some(l) = self.s.lease.as_mut() {
-                            l.conn.prepared.remove(hash);
-                        }
-                        if let Some(name) = client_name {
-                            self.stmts.remove(&name);
-                        }
-                    }
-                    Action::ExecEffects(effects)
-                        if d.outcome == Outcome::Ok && d.kind == TKind::Execute =>
-                    {
-                        for e in &effects {
-                            self.apply_effect(e);
-                        }
-                    }
-                    _ => {}
+                    self.s.pool.statement_parsed(hash);
+                    return;
+                }
+                if let Some(l) = self.s.lease.as_mut() {
+                    l.prepared.remove(hash);
+                }
+                if let Some(name) = client_name {
+                    self.stmts.remove(&name);
                 }
             }
+            Action::ExecEffects(effects) if ok && kind == TKind::Execute => {
+                for e in &effects {
+                    self.apply_effect(e, false);
+                }
+            }
+            Action::Effects { implicit: true, .. } if !self.ledger_in_tx => {
+                self.ledger.end_transaction(ok);
+                self.sync_applied_sets();
+            }
+            Action::Replay if !ok => {
+                self.fatal = Some(Error::new(
+                    Kind::Desync,
+                    Side::Server,
+                    "could not restore this session's settings on a server connection",
+                ));
+            }
+            _ => {}
         }
     }
 }

@@ -51,6 +51,21 @@ fn quote_ident(name: &str) -> String {
     }
 }
 
+/// What a client logging in without a server connection is told: the pool's login
+/// parameters with the client's own settable startup parameters over them.
+pub fn client_view(
+    welcome: &BTreeMap<String, String>,
+    params: &[(String, String)],
+) -> BTreeMap<String, String> {
+    let mut view = welcome.clone();
+    for (k, v) in params {
+        if let Some(name) = settable(k) {
+            view.insert(name.to_owned(), v.clone());
+        }
+    }
+    view
+}
+
 /// Applies the client's settable startup parameters on a connection from the pool.
 pub async fn apply_startup_params(
     conn: &mut ServerConn,
@@ -99,8 +114,9 @@ pub fn replay_sql(
     }
     for (name, stmt) in &ledger.sets {
         if conn.applied_sets.get(name) != Some(stmt) {
+            // The client's statement may end in a -- comment: end it with a newline.
             sql.push_str(stmt);
-            sql.push(';');
+            sql.push_str("\n;");
         }
     }
     (!sql.is_empty()).then_some(sql)

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc as Rc;
 
 pub struct Stmt {
-    pub hash: u64,
+    pub hash: u128,
     pub global: Bytes,
     pub query: Bytes,
     /// Parameter type count and oids, as in the Parse message.
@@ -17,16 +17,18 @@ pub struct Stmt {
     pub effects: Vec<Effect>,
 }
 
-pub fn hash(query: &[u8], types: &[u8]) -> u64 {
+/// A 128-bit hash of query text and parameter types: two different statements sharing
+/// a pool-wide name would run each other's SQL, so collisions must be out of reach.
+pub fn hash(query: &[u8], types: &[u8]) -> u128 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     h.update(query);
     h.update(&[0]);
     h.update(types);
-    h.digest()
+    h.digest128()
 }
 
-pub fn global_name(hash: u64) -> Bytes {
-    Bytes::from(format!("sluice_{hash:016x}"))
+pub fn global_name(hash: u128) -> Bytes {
+    Bytes::from(format!("sluice_{hash:032x}"))
 }
 
 /// A client's protocol-level named statements.
