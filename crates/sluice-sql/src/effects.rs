@@ -275,9 +275,8 @@ pub fn effects(sql: &[u8]) -> Vec<Effect> {
         let before = toks.offset();
         match toks.next() {
             Some(t @ Token::Word(_)) if buf.first().is_some_and(|f| f.is("create")) => {
-                if t.is("atomic") && buf.last().is_some_and(|l| l.is("begin")) {
-                    atomic += 1;
-                } else if atomic > 0 && t.is("case") {
+                let opens_body = t.is("atomic") && buf.last().is_some_and(|l| l.is("begin"));
+                if opens_body || (atomic > 0 && t.is("case")) {
                     atomic += 1;
                 } else if atomic > 0 && t.is("end") {
                     atomic -= 1;

@@ -200,10 +200,10 @@ impl Tracker {
             // An error ends copy mode, and so does the end of the request.
             self.copy_in = false;
         }
-        if tag == b'E' {
-            if let Some(h) = self.queue.front_mut() {
-                h.errored = true;
-            }
+        if tag == b'E'
+            && let Some(h) = self.queue.front_mut()
+        {
+            h.errored = true;
         }
         match (kind, tag) {
             (_, b'N' | b'A' | b'S') => {}

@@ -276,11 +276,11 @@ pub async fn login(
         client_params,
         max_message: target.max_message,
     };
-    if session.mode == PoolMode::Transaction {
-        if let Some(mut l) = session.lease.take() {
-            l.last_used = std::time::Instant::now();
-            l.put_back();
-        }
+    if session.mode == PoolMode::Transaction
+        && let Some(mut l) = session.lease.take()
+    {
+        l.last_used = std::time::Instant::now();
+        l.put_back();
     }
     session.sync_cancel();
     Some(session)

@@ -252,15 +252,15 @@ impl Relay {
             let effects = stmts::interesting(sql);
             // DEALLOCATE of a protocol-level statement: it exists under another name on
             // the server, so Sluice answers for it.
-            if let [Effect::Deallocate { name }] = effects.as_slice() {
-                if self.stmts.remove(name.as_bytes()).is_some() {
-                    let origin = synthetic(|b| {
-                        encode::command_complete(b, "DEALLOCATE");
-                        encode::ready_for_query(b, b'I');
-                    });
-                    self.tracker.push(TKind::Query, origin, t);
-                    return;
-                }
+            if let [Effect::Deallocate { name }] = effects.as_slice()
+                && self.stmts.remove(name.as_bytes()).is_some()
+            {
+                let origin = synthetic(|b| {
+                    encode::command_complete(b, "DEALLOCATE");
+                    encode::ready_for_query(b, b'I');
+                });
+                self.tracker.push(TKind::Query, origin, t);
+                return;
             }
             if !effects.is_empty() {
                 // Several statements outside a transaction block run in one implicit

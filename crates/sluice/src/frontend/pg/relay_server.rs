@@ -111,10 +111,10 @@ impl Relay {
                 }
             }
             be::ERROR_RESPONSE => {
-                if let Some((t, Action::Effects { q, .. })) = self.actions.front_mut() {
-                    if Some(*t) == head {
-                        q.clear();
-                    }
+                if let Some((t, Action::Effects { q, .. })) = self.actions.front_mut()
+                    && Some(*t) == head
+                {
+                    q.clear();
                 }
             }
             be::READY_FOR_QUERY => {
@@ -163,10 +163,10 @@ impl Relay {
 
     /// While a client holds a connection, the SETs on it are the client's.
     fn sync_applied_sets(&mut self) {
-        if let Some(lease) = self.s.lease.as_mut() {
-            if lease.applied_sets != self.ledger.sets {
-                lease.applied_sets.clone_from(&self.ledger.sets);
-            }
+        if let Some(lease) = self.s.lease.as_mut()
+            && lease.applied_sets != self.ledger.sets
+        {
+            lease.applied_sets.clone_from(&self.ledger.sets);
         }
     }
 
