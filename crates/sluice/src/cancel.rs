@@ -9,20 +9,20 @@ use std::sync::Arc;
 /// Where a client's running query can be cancelled right now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerKey {
-    pub addr: String,
+    pub addr: std::sync::Arc<str>,
     pub pid: i32,
     pub secret: i32,
 }
 
 #[derive(Debug, Default)]
-pub struct Slot(Mutex<Option<ServerKey>>);
+pub struct Slot(Mutex<Option<Arc<ServerKey>>>);
 
 impl Slot {
-    pub fn set(&self, key: Option<ServerKey>) {
+    pub fn set(&self, key: Option<Arc<ServerKey>>) {
         *self.0.lock() = key;
     }
 
-    pub fn get(&self) -> Option<ServerKey> {
+    pub fn get(&self) -> Option<Arc<ServerKey>> {
         self.0.lock().clone()
     }
 }
@@ -65,7 +65,7 @@ impl Registry {
         }
     }
 
-    pub fn lookup(&self, pid: i32, secret: i32) -> Option<ServerKey> {
+    pub fn lookup(&self, pid: i32, secret: i32) -> Option<Arc<ServerKey>> {
         self.map.lock().get(&(pid, secret)).and_then(|s| s.get())
     }
 }

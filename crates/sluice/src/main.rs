@@ -74,10 +74,16 @@ fn main() -> Result<()> {
         None => sluice_config::builtin_default(),
     };
     init_logging(&config);
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
-    if config.general.worker_threads > 0 {
-        rt.worker_threads(config.general.worker_threads);
-    }
+    // One thread: the current-thread scheduler, with no cross-thread wake-ups at all.
+    let mut rt = if config.general.worker_threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        if config.general.worker_threads > 0 {
+            b.worker_threads(config.general.worker_threads);
+        }
+        b
+    };
     let rt = rt.enable_all().build().context("starting the runtime")?;
     rt.block_on(run(config))
 }

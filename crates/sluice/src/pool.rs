@@ -236,6 +236,19 @@ impl Pool {
 
     /// Leases a connection, waiting up to the wait timeout.
     pub async fn lease(self: &Arc<Self>) -> Result<Lease, LoginError> {
+        // Fast path: an idle connection is there (no waiter set-up, no timer).
+        let (got, expired) = self.take_idle(&mut self.state.lock());
+        expired.into_iter().for_each(ServerConn::close);
+        if let Some(conn) = got {
+            self.leases.fetch_add(1, Ordering::Relaxed);
+            return Ok(Lease {
+                conn,
+                slot: Slot {
+                    pool: self.clone(),
+                    armed: true,
+                },
+            });
+        }
         let deadline = tokio::time::Instant::now() + self.settings.wait_timeout;
         let mut waited = false;
         loop {
@@ -243,19 +256,11 @@ impl Pool {
             tokio::pin!(notified);
             notified.as_mut().enable();
             let opener = self.opener.lock().clone();
-            let mut expired = Vec::new();
+            let expired;
             let create = {
                 let mut st = self.state.lock();
-                let now = Instant::now();
-                let mut got = None;
-                while let Some(mut c) = st.idle.pop() {
-                    if self.usable(&c, now) && c.still_open() {
-                        got = Some(c);
-                        break;
-                    }
-                    st.total -= 1;
-                    expired.push(c);
-                }
+                let got;
+                (got, expired) = self.take_idle(&mut st);
                 if let Some(conn) = got {
                     drop(st);
                     expired.into_iter().for_each(ServerConn::close);
@@ -302,6 +307,27 @@ impl Pool {
                 )));
             }
         }
+    }
+
+    /// Pops a usable idle connection; also returns the dead or expired ones it found
+    /// (to be closed outside the lock).
+    fn take_idle(&self, st: &mut State) -> (Option<ServerConn>, Vec<ServerConn>) {
+        let mut expired = Vec::new();
+        if st.idle.is_empty() {
+            return (None, expired);
+        }
+        let now = Instant::now();
+        while let Some(mut c) = st.idle.pop() {
+            // A connection used a moment ago is alive; only older ones are worth the
+            // syscall.
+            let recent = now.duration_since(c.last_used) < Duration::from_secs(1);
+            if self.usable(&c, now) && (recent || c.still_open()) {
+                return (Some(c), expired);
+            }
+            st.total -= 1;
+            expired.push(c);
+        }
+        (None, expired)
     }
 
     /// Closes idle connections past their idle timeout or lifetime.

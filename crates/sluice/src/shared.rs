@@ -17,6 +17,7 @@ pub struct Shared {
     pub pools: Pools,
     pub cancels: Arc<cancel::Registry>,
     pub pins: PinCounters,
+    pub effects: crate::session::effects::EffectCache,
     /// TLS towards each server that uses it, by server name.
     pub connectors: HashMap<String, tokio_rustls::TlsConnector>,
     pub shutdown: watch::Receiver<bool>,
@@ -35,6 +36,7 @@ impl Shared {
             pools: Pools::default(),
             cancels: Arc::new(cancel::Registry::default()),
             pins: PinCounters::default(),
+            effects: Default::default(),
             connectors,
             shutdown,
             clients: AtomicUsize::new(0),

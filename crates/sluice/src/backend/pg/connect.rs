@@ -133,10 +133,18 @@ pub async fn finish_startup(
         }
     }
     let now = Instant::now();
+    let addr: std::sync::Arc<str> = t.addr().into();
+    let key = std::sync::Arc::new(crate::cancel::ServerKey {
+        addr: addr.clone(),
+        pid,
+        secret,
+    });
     Ok(ServerConn {
         stream,
+        key,
+        reported_fp: None,
         rbuf,
-        addr: t.addr(),
+        addr,
         pid,
         secret,
         reported,

@@ -90,11 +90,38 @@ impl StatementCache {
     }
 }
 
+/// Reported parameters a client may set at startup and Sluice sets per client.
+pub const PER_CLIENT_PARAMS: [&str; 6] = [
+    "application_name",
+    "client_encoding",
+    "DateStyle",
+    "TimeZone",
+    "IntervalStyle",
+    "standard_conforming_strings",
+];
+
+/// A fingerprint of the per-client parameters in `params`: equal fingerprints mean
+/// nothing to set when a client gets a connection.
+pub fn params_fingerprint(params: &BTreeMap<String, String>) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for name in PER_CLIENT_PARAMS {
+        if let Some(v) = params.get(name) {
+            h.update(v.as_bytes());
+        }
+        h.update(&[0]);
+    }
+    h.digest()
+}
+
 pub struct ServerConn {
     pub stream: Stream,
+    /// Where this connection's queries are cancelled.
+    pub key: std::sync::Arc<crate::cancel::ServerKey>,
+    /// Fingerprint of `reported`'s per-client parameters, computed when needed.
+    reported_fp: Option<u64>,
     /// Bytes read from the server not yet handled; they belong to this connection.
     pub rbuf: BytesMut,
-    pub addr: String,
+    pub addr: std::sync::Arc<str>,
     pub pid: i32,
     pub secret: i32,
     /// Current values of the parameters the server reports (ParameterStatus).
@@ -113,12 +140,22 @@ pub struct ServerConn {
 impl ServerConn {
     pub fn set_reported(&mut self, name: &str, value: &str) {
         match self.reported.get_mut(name) {
-            Some(v) if v == value => {}
+            Some(v) if v == value => return,
             Some(v) => *v = value.to_owned(),
             None => {
                 self.reported.insert(name.to_owned(), value.to_owned());
             }
         }
+        self.reported_fp = None;
+    }
+
+    pub fn reported_fingerprint(&mut self) -> u64 {
+        if let Some(f) = self.reported_fp {
+            return f;
+        }
+        let f = params_fingerprint(&self.reported);
+        self.reported_fp = Some(f);
+        f
     }
 
     /// Reads one whole frame (tag, body) from the server.

@@ -4,7 +4,7 @@
 
 use super::{Client, auth, replay};
 use crate::backend::pg::{Credentials, LoginError, Target};
-use crate::cancel::{Registration, ServerKey};
+use crate::cancel::Registration;
 use crate::error::{Error, Kind, Side};
 use crate::listener::ListenerCtx;
 use crate::pool::{Lease, Opener, Pool, PoolKey, Settings};
@@ -24,17 +24,27 @@ pub struct Session {
     pub cancel: Registration,
     /// Values of the server-reported parameters as this client has seen them.
     pub client_params: BTreeMap<String, String>,
+    /// Cached fingerprint of `client_params` (None when it changed).
+    pub client_fp: Option<u64>,
     pub max_message: usize,
 }
 
 impl Session {
     /// Points the client's cancel key at the connection it holds (or at nothing).
     pub fn sync_cancel(&self) {
-        self.cancel.slot.set(self.lease.as_ref().map(|l| ServerKey {
-            addr: l.conn.addr.clone(),
-            pid: l.conn.pid,
-            secret: l.conn.secret,
-        }));
+        self.cancel
+            .slot
+            .set(self.lease.as_ref().map(|l| l.key.clone()));
+    }
+
+    /// Fingerprint of the per-client parameters this client has seen.
+    pub fn params_fingerprint(&mut self) -> u64 {
+        if let Some(f) = self.client_fp {
+            return f;
+        }
+        let f = crate::backend::pg::params_fingerprint(&self.client_params);
+        self.client_fp = Some(f);
+        f
     }
 }
 
@@ -274,6 +284,7 @@ pub async fn login(
         lease,
         cancel,
         client_params,
+        client_fp: None,
         max_message: target.max_message,
     };
     if session.mode == PoolMode::Transaction

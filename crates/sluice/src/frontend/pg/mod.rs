@@ -102,7 +102,7 @@ async fn cancel(shared: &Shared, pid: i32, secret: i32) {
     encode::cancel_request(&mut out, key.pid, key.secret);
     let connect = tokio::time::timeout(
         std::time::Duration::from_secs(5),
-        TcpStream::connect(&key.addr),
+        TcpStream::connect(&*key.addr),
     );
     match connect
         .await

@@ -8,6 +8,7 @@ use super::Client;
 use super::login::Session;
 use super::stmts::Statements;
 use crate::error::{Error, Kind, Side};
+use crate::session::effects::Effects;
 use crate::session::{self, Ledger, TxStatus};
 use crate::shared::Shared;
 use bytes::{Buf, BytesMut};
@@ -35,7 +36,7 @@ pub(super) enum Action {
     /// statements run in one implicit transaction, so they count only if all succeed.
     Effects { q: VecDeque<Effect>, implicit: bool },
     /// Effects of an Execute, applied when it completes.
-    ExecEffects(Vec<Effect>),
+    ExecEffects(std::sync::Arc<[Effect]>),
     /// A Parse Sluice sent (for a client or by itself): confirmed when it succeeds,
     /// forgotten when it fails.
     Parse {
@@ -86,8 +87,8 @@ pub(super) struct Relay {
     pub at_rest: bool,
     /// After Sluice failed a request itself: drop client messages up to Sync.
     pub skip_to_sync: bool,
-    pub unnamed_effects: Vec<Effect>,
-    pub portal_effects: Vec<Effect>,
+    pub unnamed_effects: Effects,
+    pub portal_effects: Effects,
     pub last_tag: Vec<u8>,
     pub shutting_down: bool,
     /// The CopyData frame being streamed from the client is dropped (no COPY running).
@@ -97,7 +98,7 @@ pub(super) struct Relay {
     pub unnamed: Option<(bytes::Bytes, bytes::Bytes)>,
     pub unnamed_here: bool,
     /// Effects of named portals (rare), by portal name.
-    pub named_portal_effects: std::collections::HashMap<bytes::Bytes, Vec<Effect>>,
+    pub named_portal_effects: std::collections::HashMap<bytes::Bytes, std::sync::Arc<[Effect]>>,
     /// Sync batches sent so far: a statement whose Parse went out in an earlier batch
     /// is not relied on until the server confirms it.
     pub batch: u64,
@@ -133,8 +134,8 @@ pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
         status: b'I',
         at_rest: true,
         skip_to_sync: false,
-        unnamed_effects: Vec::new(),
-        portal_effects: Vec::new(),
+        unnamed_effects: None,
+        portal_effects: None,
         last_tag: Vec::new(),
         shutting_down: false,
         c_dropping: false,
@@ -309,17 +310,6 @@ impl Relay {
                 l.put_back();
             }
             self.s.sync_cancel();
-        } else {
-            tracing::trace!(
-                client = self.s.cancel.key.0,
-                server = lease.conn.pid,
-                to_server = self.to_server.len(),
-                rbuf = lease.conn.rbuf.len(),
-                at_rest = self.at_rest,
-                status = %char::from(self.status),
-                in_flight = self.tracker.in_flight(),
-                "hold"
-            );
         }
     }
 

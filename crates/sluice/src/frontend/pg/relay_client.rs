@@ -7,6 +7,7 @@ use super::replay;
 use super::stmts::{self, Stmt};
 use crate::backend::pg::LoginError;
 use crate::error::Error;
+use crate::session::effects::Effects;
 use bytes::{Buf, Bytes, BytesMut};
 use sluice_sql::Effect;
 use sluice_wire_pg::Item;
@@ -44,19 +45,30 @@ fn known_tag(tag: u8) -> bool {
 impl Relay {
     /// Handles every complete client message in the buffer.
     pub(super) async fn on_client(&mut self) -> Result<Option<End>, Error> {
+        // Frames are handled where they lie in the read buffer; it is set aside while
+        // they are, and given back (with what was handled removed) afterwards.
+        let mut buf = std::mem::take(&mut self.cbuf);
+        let r = self.client_frames(&mut buf).await;
+        if self.cbuf.is_empty() {
+            self.cbuf = buf;
+        }
+        r
+    }
+
+    async fn client_frames(&mut self, buf: &mut BytesMut) -> Result<Option<End>, Error> {
         let max = self.s.max_message;
         loop {
             let item = self
                 .cscan
-                .next(&self.cbuf, max, STREAM_OVER, |t| t != fe::COPY_DATA)
+                .next(buf, max, STREAM_OVER, |t| t != fe::COPY_DATA)
                 .map_err(|e| Error::protocol(format!("invalid message from client: {e}")))?;
             let Some(item) = item else { break };
             match item {
                 Item::Chunk(n) => {
                     if !self.c_dropping {
-                        self.to_server.extend_from_slice(&self.cbuf[..n]);
+                        self.to_server.extend_from_slice(&buf[..n]);
                     }
-                    self.cbuf.advance(n);
+                    buf.advance(n);
                 }
                 Item::Head(_) => {
                     // Only CopyData streams. Without a COPY running on a server
@@ -64,13 +76,14 @@ impl Relay {
                     // PostgreSQL, which ignores CopyData outside copy mode.
                     self.c_dropping = self.skip_to_sync || self.s.lease.is_none();
                     if !self.c_dropping {
-                        self.to_server.extend_from_slice(&self.cbuf[..5]);
+                        self.to_server.extend_from_slice(&buf[..5]);
                     }
-                    self.cbuf.advance(5);
+                    buf.advance(5);
                 }
                 Item::Whole(h) => {
-                    let frame = self.cbuf.split_to(h.frame_len).freeze();
-                    if let Some(end) = self.on_frame(h.tag, frame).await? {
+                    let end = self.on_frame(h.tag, &buf[..h.frame_len]).await;
+                    buf.advance(h.frame_len);
+                    if let Some(end) = end? {
                         return Ok(Some(end));
                     }
                 }
@@ -90,7 +103,10 @@ impl Relay {
                 return Err(Error::server_gone(m.to_owned()).with_sqlstate("08004"));
             }
         };
-        if let Some(sql) = replay::replay_sql(&lease, &self.ledger, &self.s.client_params) {
+        let client_fp = self.s.params_fingerprint();
+        if let Some(sql) =
+            replay::replay_sql(&mut lease, &self.ledger, &self.s.client_params, client_fp)
+        {
             encode::query(&mut self.to_server, sql.as_bytes());
             let t = self.token();
             self.tracker.push(TKind::Query, Origin::Injected, t);
@@ -125,8 +141,8 @@ impl Relay {
         self.skip_to_sync = !end_now;
     }
 
-    async fn on_frame(&mut self, tag: u8, frame: Bytes) -> Result<Option<End>, Error> {
-        let body = frame.slice(5..);
+    async fn on_frame(&mut self, tag: u8, frame: &[u8]) -> Result<Option<End>, Error> {
+        let body = &frame[5..];
         if tag == fe::TERMINATE {
             return Ok(Some(End::Terminated));
         }
@@ -147,7 +163,7 @@ impl Relay {
             }
             return Ok(None);
         }
-        if self.s.lease.is_none() && self.tx_mode() && self.answer_without_server(tag, &body) {
+        if self.s.lease.is_none() && self.tx_mode() && self.answer_without_server(tag, body) {
             return Ok(None);
         }
         if self.s.lease.is_none() {
@@ -166,12 +182,12 @@ impl Relay {
         self.at_rest = false;
         let tx = self.tx_mode();
         match tag {
-            fe::QUERY => self.query(frame, &body),
-            fe::PARSE if tx => self.parse(frame, &body)?,
-            fe::BIND if tx => self.bind(frame, &body)?,
-            fe::DESCRIBE if tx => self.describe(frame, &body)?,
-            fe::CLOSE if tx => self.close(frame, &body)?,
-            fe::EXECUTE => self.execute(frame, &body),
+            fe::QUERY => self.query(frame, body),
+            fe::PARSE if tx => self.parse(frame, body)?,
+            fe::BIND if tx => self.bind(frame, body)?,
+            fe::DESCRIBE if tx => self.describe(frame, body)?,
+            fe::CLOSE if tx => self.close(frame, body)?,
+            fe::EXECUTE => self.execute(frame, body),
             _ => {
                 let kind = match tag {
                     fe::PARSE => Some(TKind::Parse),
@@ -190,7 +206,7 @@ impl Relay {
                 if tag == fe::SYNC {
                     self.batch += 1;
                 }
-                self.to_server.extend_from_slice(&frame);
+                self.to_server.extend_from_slice(frame);
             }
         }
         Ok(None)
@@ -211,7 +227,7 @@ impl Relay {
                 if name.is_empty() || !self.s.pool.knows_statement(hash) {
                     return false;
                 }
-                let stmt = new_stmt(hash, query, types);
+                let stmt = new_stmt(hash, query, types, self.shared.effects.of(query));
                 self.stmts.insert(Bytes::copy_from_slice(name), stmt);
                 let t = self.token();
                 self.tracker
@@ -241,7 +257,7 @@ impl Relay {
         }
     }
 
-    fn query(&mut self, frame: Bytes, body: &[u8]) {
+    fn query(&mut self, frame: &[u8], body: &[u8]) {
         let t = self.token();
         self.batch += 1;
         // A simple query destroys the unnamed statement.
@@ -249,10 +265,11 @@ impl Relay {
         self.unnamed_here = false;
         if self.tx_mode() {
             let sql = msg::query_text(body).unwrap_or_default();
-            let effects = stmts::interesting(sql);
+            let effects = self.shared.effects.of(sql);
+            let effects: &[Effect] = effects.as_deref().unwrap_or_default();
             // DEALLOCATE of a protocol-level statement: it exists under another name on
             // the server, so Sluice answers for it.
-            if let [Effect::Deallocate { name }] = effects.as_slice()
+            if let [Effect::Deallocate { name }] = effects
                 && self.stmts.remove(name.as_bytes()).is_some()
             {
                 let origin = synthetic(|b| {
@@ -270,12 +287,12 @@ impl Relay {
                     && !effects
                         .iter()
                         .any(|e| matches!(e, Effect::Begin | Effect::TxEnd));
-                let q = effects.into_iter().collect::<VecDeque<_>>();
+                let q = effects.iter().cloned().collect::<VecDeque<_>>();
                 self.actions.push_back((t, Action::Effects { q, implicit }));
             }
         }
         self.tracker.push(TKind::Query, Origin::Client, t);
-        self.to_server.extend_from_slice(&frame);
+        self.to_server.extend_from_slice(frame);
     }
 
     /// Sends Parse for a pool-wide statement, preceded by a Close of the same name: if
@@ -338,19 +355,24 @@ impl Relay {
         }
     }
 
-    fn parse(&mut self, frame: Bytes, body: &[u8]) -> Result<(), Error> {
+    fn parse(&mut self, frame: &[u8], body: &[u8]) -> Result<(), Error> {
         let (name, query, types) =
             msg::parse(body).ok_or_else(|| Error::protocol("malformed Parse message"))?;
         if name.is_empty() {
-            self.unnamed_effects = stmts::interesting(query);
+            self.unnamed_effects = self.shared.effects.of(query);
             self.unnamed = Some((Bytes::copy_from_slice(query), Bytes::copy_from_slice(types)));
             self.unnamed_here = true;
             let t = self.token();
             self.tracker.push(TKind::Parse, Origin::Client, t);
-            self.to_server.extend_from_slice(&frame);
+            self.to_server.extend_from_slice(frame);
             return Ok(());
         }
-        let stmt = new_stmt(stmts::hash(query, types), query, types);
+        let stmt = new_stmt(
+            stmts::hash(query, types),
+            query,
+            types,
+            self.shared.effects.of(query),
+        );
         let name = Bytes::copy_from_slice(name);
         self.stmts.insert(name.clone(), stmt.clone());
         let batch = self.batch;
@@ -367,7 +389,7 @@ impl Relay {
         Ok(())
     }
 
-    fn bind(&mut self, frame: Bytes, body: &[u8]) -> Result<(), Error> {
+    fn bind(&mut self, frame: &[u8], body: &[u8]) -> Result<(), Error> {
         let (portal, name, rest) =
             msg::bind(body).ok_or_else(|| Error::protocol("malformed Bind message"))?;
         let stmt = if name.is_empty() {
@@ -378,11 +400,11 @@ impl Relay {
         let effects = match &stmt {
             Some(s) => s.effects.clone(),
             None if name.is_empty() => self.unnamed_effects.clone(),
-            None => Vec::new(),
+            None => None,
         };
         if portal.is_empty() {
             self.portal_effects = effects;
-        } else if !effects.is_empty() {
+        } else if let Some(effects) = effects {
             self.named_portal_effects
                 .insert(Bytes::copy_from_slice(portal), effects);
         }
@@ -396,7 +418,7 @@ impl Relay {
                     self.ensure_unnamed();
                 }
                 // Unknown names are the server's to refuse, with the client's name.
-                self.to_server.extend_from_slice(&frame);
+                self.to_server.extend_from_slice(frame);
             }
         }
         let t = self.token();
@@ -404,7 +426,7 @@ impl Relay {
         Ok(())
     }
 
-    fn execute(&mut self, frame: Bytes, body: &[u8]) {
+    fn execute(&mut self, frame: &[u8], body: &[u8]) {
         let t = self.token();
         self.tracker.push(TKind::Execute, Origin::Client, t);
         if self.tx_mode() {
@@ -412,19 +434,16 @@ impl Relay {
             let effects = if portal.is_empty() {
                 self.portal_effects.clone()
             } else {
-                self.named_portal_effects
-                    .get(portal)
-                    .cloned()
-                    .unwrap_or_default()
+                self.named_portal_effects.get(portal).cloned()
             };
-            if !effects.is_empty() {
+            if let Some(effects) = effects {
                 self.actions.push_back((t, Action::ExecEffects(effects)));
             }
         }
-        self.to_server.extend_from_slice(&frame);
+        self.to_server.extend_from_slice(frame);
     }
 
-    fn describe(&mut self, frame: Bytes, body: &[u8]) -> Result<(), Error> {
+    fn describe(&mut self, frame: &[u8], body: &[u8]) -> Result<(), Error> {
         let (kind, name) =
             msg::target(body).ok_or_else(|| Error::protocol("malformed Describe message"))?;
         match (kind, self.stmts.get(name)) {
@@ -436,7 +455,7 @@ impl Relay {
                 if kind == b'S' && name.is_empty() {
                     self.ensure_unnamed();
                 }
-                self.to_server.extend_from_slice(&frame);
+                self.to_server.extend_from_slice(frame);
             }
         }
         let t = self.token();
@@ -444,7 +463,7 @@ impl Relay {
         Ok(())
     }
 
-    fn close(&mut self, frame: Bytes, body: &[u8]) -> Result<(), Error> {
+    fn close(&mut self, frame: &[u8], body: &[u8]) -> Result<(), Error> {
         let (kind, name) =
             msg::target(body).ok_or_else(|| Error::protocol("malformed Close message"))?;
         let t = self.token();
@@ -460,17 +479,17 @@ impl Relay {
             self.named_portal_effects.remove(name);
         }
         self.tracker.push(TKind::Close, Origin::Client, t);
-        self.to_server.extend_from_slice(&frame);
+        self.to_server.extend_from_slice(frame);
         Ok(())
     }
 }
 
-fn new_stmt(hash: u128, query: &[u8], types: &[u8]) -> Arc<Stmt> {
+fn new_stmt(hash: u128, query: &[u8], types: &[u8], effects: Effects) -> Arc<Stmt> {
     Arc::new(Stmt {
         hash,
         global: stmts::global_name(hash),
         query: Bytes::copy_from_slice(query),
         types: Bytes::copy_from_slice(types),
-        effects: stmts::interesting(query),
+        effects,
     })
 }

@@ -53,8 +53,9 @@ impl Relay {
                 Item::Whole(h) => {
                     let head = self.tracker.head_token();
                     let fwd = self.tracker.on_frame(h.tag).map_err(desync)?;
-                    let frame = conn.rbuf.split_to(h.frame_len);
+                    let frame = &conn.rbuf[..h.frame_len];
                     let body = &frame[5..];
+                    let mut param = None;
                     match h.tag {
                         be::READY_FOR_QUERY => {
                             let st = msg::ready_status(body)
@@ -65,12 +66,8 @@ impl Relay {
                             self.at_rest = self.tracker.is_idle();
                         }
                         be::PARAMETER_STATUS => {
-                            if let Some((k, v)) = msg::parameter_status(body) {
-                                conn.set_reported(k, v);
-                                if fwd {
-                                    self.s.client_params.insert(k.to_owned(), v.to_owned());
-                                }
-                            }
+                            param = msg::parameter_status(body)
+                                .map(|(k, v)| (k.to_owned(), v.to_owned()));
                         }
                         be::COMMAND_COMPLETE => {
                             self.last_tag.clear();
@@ -80,7 +77,15 @@ impl Relay {
                         _ => {}
                     }
                     if fwd {
-                        self.to_client.extend_from_slice(&frame);
+                        self.to_client.extend_from_slice(frame);
+                    }
+                    conn.rbuf.advance(h.frame_len);
+                    if let Some((k, v)) = param {
+                        conn.set_reported(&k, &v);
+                        if fwd {
+                            self.s.client_params.insert(k, v);
+                            self.s.client_fp = None;
+                        }
                     }
                     if self.tx_mode() {
                         self.after_frame(h.tag, head);
@@ -211,7 +216,7 @@ impl Relay {
                 }
             }
             Action::ExecEffects(effects) if ok && kind == TKind::Execute => {
-                for e in &effects {
+                for e in effects.iter() {
                     self.apply_effect(e, false);
                 }
             }

@@ -2,20 +2,10 @@
 //! shape a pool (and so are part of its key), the reported parameters set per client,
 //! and the ledger's SETs replayed when a client gets a connection another client used.
 
-use crate::backend::pg::ServerConn;
+use crate::backend::pg::{PER_CLIENT_PARAMS as SETTABLE, ServerConn};
 use crate::error::{Error, Kind, Side};
 use crate::session::Ledger;
 use std::collections::BTreeMap;
-
-/// Reported parameters a client may set at startup and Sluice sets per client.
-pub const SETTABLE: [&str; 6] = [
-    "application_name",
-    "client_encoding",
-    "DateStyle",
-    "TimeZone",
-    "IntervalStyle",
-    "standard_conforming_strings",
-];
 
 fn settable(name: &str) -> Option<&'static str> {
     SETTABLE
@@ -93,10 +83,15 @@ pub async fn apply_startup_params(
 
 /// The statements that bring `conn` to the client's session state, if any differ.
 pub fn replay_sql(
-    conn: &ServerConn,
+    conn: &mut ServerConn,
     ledger: &Ledger,
     client_params: &BTreeMap<String, String>,
+    client_fp: u64,
 ) -> Option<String> {
+    // The common case: the connection already matches (same SETs, same parameters).
+    if conn.applied_sets == ledger.sets && conn.reported_fingerprint() == client_fp {
+        return None;
+    }
     let mut sql = String::new();
     let mut reset = Vec::new();
     for (name, stmt) in &conn.applied_sets {

@@ -3,8 +3,8 @@
 //! many clients exists once per server connection, and a statement is prepared on a
 //! connection the first time it runs there.
 
+use crate::session::effects::Effects;
 use bytes::Bytes;
-use sluice_sql::Effect;
 use std::collections::HashMap;
 use std::sync::Arc as Rc;
 
@@ -14,7 +14,7 @@ pub struct Stmt {
     pub query: Bytes,
     /// Parameter type count and oids, as in the Parse message.
     pub types: Bytes,
-    pub effects: Vec<Effect>,
+    pub effects: Effects,
 }
 
 /// A 128-bit hash of query text and parameter types: two different statements sharing
@@ -52,15 +52,5 @@ impl Statements {
 
     pub fn clear(&mut self) {
         self.map.clear();
-    }
-}
-
-/// Effects worth tracking in a query (none for plain DML/SELECT).
-pub fn interesting(sql: &[u8]) -> Vec<Effect> {
-    let e = sluice_sql::effects(sql);
-    if e.iter().all(|e| *e == Effect::None) {
-        Vec::new()
-    } else {
-        e
     }
 }
