@@ -1,20 +1,13 @@
 //! Listeners: bind the configured addresses, accept clients, enforce connection limits,
 //! and hand each client to the frontend of the listener's protocol.
 
-use crate::frontend;
+use crate::frontend::{self, ListenerCtx};
 use crate::shared::{ClientSlot, Shared};
 use anyhow::{Context, Result};
 use sluice_config::{ClientTls, Listener, Protocol};
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
-
-/// What a frontend needs to know about the listener a client came in on.
-pub struct ListenerCtx {
-    pub cfg: Listener,
-    pub tls: Option<tokio_rustls::TlsAcceptor>,
-    pub clients: Arc<std::sync::atomic::AtomicUsize>,
-}
 
 /// Binds a listener (fails with the address in the message).
 pub async fn bind(l: &Listener) -> Result<TcpListener> {

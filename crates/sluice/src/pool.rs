@@ -220,10 +220,7 @@ impl Pool {
         self.notify.notify_one();
     }
 
-    /// Takes a connection a client's login opened (pass-through auth) into the pool,
-    /// leased to that client.
-    pub fn adopt(self: &Arc<Self>, conn: ServerConn) -> Lease {
-        self.state.lock().total += 1;
+    fn leased(self: &Arc<Self>, conn: ServerConn) -> Lease {
         self.leases.fetch_add(1, Ordering::Relaxed);
         Lease {
             conn,
@@ -234,20 +231,20 @@ impl Pool {
         }
     }
 
+    /// Takes a connection a client's login opened (pass-through auth) into the pool,
+    /// leased to that client.
+    pub fn adopt(self: &Arc<Self>, conn: ServerConn) -> Lease {
+        self.state.lock().total += 1;
+        self.leased(conn)
+    }
+
     /// Leases a connection, waiting up to the wait timeout.
     pub async fn lease(self: &Arc<Self>) -> Result<Lease, LoginError> {
         // Fast path: an idle connection is there (no waiter set-up, no timer).
         let (got, expired) = self.take_idle(&mut self.state.lock());
         expired.into_iter().for_each(ServerConn::close);
         if let Some(conn) = got {
-            self.leases.fetch_add(1, Ordering::Relaxed);
-            return Ok(Lease {
-                conn,
-                slot: Slot {
-                    pool: self.clone(),
-                    armed: true,
-                },
-            });
+            return Ok(self.leased(conn));
         }
         let deadline = tokio::time::Instant::now() + self.settings.wait_timeout;
         let mut waited = false;
@@ -264,14 +261,7 @@ impl Pool {
                 if let Some(conn) = got {
                     drop(st);
                     expired.into_iter().for_each(ServerConn::close);
-                    self.leases.fetch_add(1, Ordering::Relaxed);
-                    return Ok(Lease {
-                        conn,
-                        slot: Slot {
-                            pool: self.clone(),
-                            armed: true,
-                        },
-                    });
+                    return Ok(self.leased(conn));
                 }
                 if st.total < self.settings.size && opener.is_some() {
                     st.total += 1;

@@ -2,3 +2,10 @@
 //! requests and relaying answers. Everything below (session, router, pool) is shared.
 
 pub mod pg;
+
+/// What a frontend needs to know about the listener a client came in on.
+pub struct ListenerCtx {
+    pub cfg: sluice_config::Listener,
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    pub clients: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}

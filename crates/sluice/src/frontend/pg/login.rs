@@ -6,7 +6,7 @@ use super::{Client, auth, replay};
 use crate::backend::pg::{Credentials, LoginError, Target};
 use crate::cancel::Registration;
 use crate::error::{Error, Kind, Side};
-use crate::listener::ListenerCtx;
+use crate::frontend::ListenerCtx;
 use crate::pool::{Lease, Opener, Pool, PoolKey, Settings};
 use crate::shared::Shared;
 use crate::stream::write_all_flush;

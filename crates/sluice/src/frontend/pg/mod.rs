@@ -12,7 +12,7 @@ mod startup;
 mod stmts;
 
 use crate::error::Error;
-use crate::listener::ListenerCtx;
+use crate::frontend::ListenerCtx;
 use crate::shared::{ClientSlot, Shared};
 use crate::stream::{Stream, write_all_flush};
 use bytes::BytesMut;

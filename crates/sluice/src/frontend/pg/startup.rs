@@ -2,7 +2,7 @@
 //! CancelRequest, and the StartupMessage with its parameters.
 
 use crate::error::{Error, Result};
-use crate::listener::ListenerCtx;
+use crate::frontend::ListenerCtx;
 use crate::stream::{Stream, write_all_flush};
 use bytes::{Buf, BytesMut};
 use sluice_config::ClientTls;
