@@ -160,7 +160,7 @@ pub struct General {
     pub max_message_size: usize,
     /// Process-wide cap on client connections.
     pub max_client_connections: usize,
-    /// Runtime worker threads; 0 = number of cores.
+    /// Threads serving clients: 1 = a single current-thread runtime; 0 = one per core.
     pub worker_threads: usize,
 }
 
@@ -172,7 +172,7 @@ impl Default for General {
             log_level: DEFAULT_LOG_LEVEL.to_string(),
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             max_client_connections: DEFAULT_MAX_CLIENT_CONNECTIONS,
-            worker_threads: 0,
+            worker_threads: 1,
         }
     }
 }

@@ -18,6 +18,10 @@ pub struct Shared {
     pub cancels: Arc<cancel::Registry>,
     pub pins: PinCounters,
     pub effects: crate::session::effects::EffectCache,
+    /// Transaction mode: the virtual process id of the client that last held each
+    /// server connection (by the server's pid), so notifications name their sender
+    /// the way that client knows itself.
+    pub holders: parking_lot::Mutex<HashMap<i32, i32>>,
     /// TLS towards each server that uses it, by server name.
     pub connectors: HashMap<String, tokio_rustls::TlsConnector>,
     pub shutdown: watch::Receiver<bool>,
@@ -37,6 +41,7 @@ impl Shared {
             cancels: Arc::new(cancel::Registry::default()),
             pins: PinCounters::default(),
             effects: Default::default(),
+            holders: Default::default(),
             connectors,
             shutdown,
             clients: AtomicUsize::new(0),

@@ -115,6 +115,13 @@ impl Relay {
         }
         self.status = lease.status;
         self.tracker.set_status(lease.status);
+        if self.tx_mode() {
+            let mut holders = self.shared.holders.lock();
+            if holders.len() > 65_536 {
+                holders.clear();
+            }
+            holders.insert(lease.pid, self.s.cancel.key.0);
+        }
         self.unnamed_here = false;
         tracing::trace!(client = self.s.cancel.key.0, server = lease.pid, "lease");
         self.s.lease = Some(lease);

@@ -5,6 +5,7 @@
 use super::relay::{Action, Relay, STREAM_OVER};
 use crate::error::{Error, Kind, Side};
 use bytes::Buf;
+use sluice_config::PoolMode;
 use sluice_sql::Effect;
 use sluice_wire_pg::Item;
 use sluice_wire_pg::msg::{self, be};
@@ -12,6 +13,21 @@ use sluice_wire_pg::track::{Kind as TKind, Outcome};
 
 fn desync(e: impl std::fmt::Display) -> Error {
     Error::new(Kind::Desync, Side::Server, e.to_string())
+}
+
+/// In transaction mode clients know each other by Sluice's virtual process ids: a
+/// notification's sender becomes the client that last held the sending connection.
+fn rename_sender(shared: &crate::shared::Shared, frame: &mut [u8]) {
+    let Some(pid) = frame
+        .get(5..9)
+        .and_then(|b| b.try_into().ok())
+        .map(i32::from_be_bytes)
+    else {
+        return;
+    };
+    if let Some(virtual_pid) = shared.holders.lock().get(&pid) {
+        frame[5..9].copy_from_slice(&virtual_pid.to_be_bytes());
+    }
 }
 
 /// Server frames Sluice reads whole; rows and copy data stream through when large.
@@ -77,7 +93,11 @@ impl Relay {
                         _ => {}
                     }
                     if fwd {
+                        let at = self.to_client.len();
                         self.to_client.extend_from_slice(frame);
+                        if h.tag == be::NOTIFICATION && self.s.mode == PoolMode::Transaction {
+                            rename_sender(&self.shared, &mut self.to_client[at..]);
+                        }
                     }
                     conn.rbuf.advance(h.frame_len);
                     if let Some((k, v)) = param {
