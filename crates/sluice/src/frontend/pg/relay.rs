@@ -56,6 +56,35 @@ enum Event {
     Shutdown,
 }
 
+/// The client's last unnamed statement, kept in one reused buffer (it changes with
+/// almost every query of clients using the extended protocol).
+#[derive(Default)]
+pub(super) struct Unnamed {
+    /// Query text, then the parameter types as in the Parse message.
+    buf: Vec<u8>,
+    query_len: usize,
+    set: bool,
+}
+
+impl Unnamed {
+    pub fn set(&mut self, query: &[u8], types: &[u8]) {
+        self.buf.clear();
+        self.buf.extend_from_slice(query);
+        self.buf.extend_from_slice(types);
+        self.query_len = query.len();
+        self.set = true;
+    }
+
+    pub fn clear(&mut self) {
+        self.set = false;
+    }
+
+    /// (query, parameter types), if there is an unnamed statement.
+    pub fn get(&self) -> Option<(&[u8], &[u8])> {
+        self.set.then(|| self.buf.split_at(self.query_len))
+    }
+}
+
 /// How a session ended.
 pub(super) enum End {
     ClientLeft,
@@ -95,8 +124,10 @@ pub(super) struct Relay {
     pub c_dropping: bool,
     /// The client's last unnamed statement (query, parameter types), and whether it
     /// exists on the server connection held now.
-    pub unnamed: Option<(bytes::Bytes, bytes::Bytes)>,
+    pub unnamed: Unnamed,
     pub unnamed_here: bool,
+    /// Finished tracker entries, reused between calls.
+    pub done_buf: Vec<sluice_wire_pg::track::Done>,
     /// Effects of named portals (rare), by portal name.
     pub named_portal_effects: std::collections::HashMap<bytes::Bytes, std::sync::Arc<[Effect]>>,
     /// Sync batches sent so far: a statement whose Parse went out in an earlier batch
@@ -139,8 +170,9 @@ pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
         last_tag: Vec::new(),
         shutting_down: false,
         c_dropping: false,
-        unnamed: None,
+        unnamed: Unnamed::default(),
         unnamed_here: false,
+        done_buf: Vec::new(),
         named_portal_effects: Default::default(),
         batch: 0,
         fatal: None,

@@ -268,7 +268,7 @@ impl Relay {
         let t = self.token();
         self.batch += 1;
         // A simple query destroys the unnamed statement.
-        self.unnamed = None;
+        self.unnamed.clear();
         self.unnamed_here = false;
         if self.tx_mode() {
             let sql = msg::query_text(body).unwrap_or_default();
@@ -354,8 +354,11 @@ impl Relay {
         if self.unnamed_here {
             return;
         }
-        if let Some((query, types)) = self.unnamed.clone() {
-            encode::parse(&mut self.to_server, b"", &query, &types);
+        let Some((query, types)) = self.unnamed.get() else {
+            return;
+        };
+        encode::parse(&mut self.to_server, b"", query, types);
+        {
             let t = self.token();
             self.tracker.push(TKind::Parse, Origin::Injected, t);
             self.unnamed_here = true;
@@ -367,7 +370,7 @@ impl Relay {
             msg::parse(body).ok_or_else(|| Error::protocol("malformed Parse message"))?;
         if name.is_empty() {
             self.unnamed_effects = self.shared.effects.of(query);
-            self.unnamed = Some((Bytes::copy_from_slice(query), Bytes::copy_from_slice(types)));
+            self.unnamed.set(query, types);
             self.unnamed_here = true;
             let t = self.token();
             self.tracker.push(TKind::Parse, Origin::Client, t);

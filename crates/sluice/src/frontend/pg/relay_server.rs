@@ -196,8 +196,9 @@ impl Relay {
     }
 
     pub(super) fn handle_done(&mut self) {
-        let done: Vec<_> = self.tracker.take_done().collect();
-        for d in done {
+        let mut done = std::mem::take(&mut self.done_buf);
+        done.extend(self.tracker.take_done());
+        for d in done.drain(..) {
             // A ReadyForQuery Sluice answered itself ends a request like the server's.
             if matches!(d.kind, TKind::Query | TKind::Sync) && self.tracker.is_idle() {
                 self.at_rest = true;
@@ -215,6 +216,7 @@ impl Relay {
                 self.finish_action(action, d.kind, d.outcome);
             }
         }
+        self.done_buf = done;
     }
 
     fn finish_action(&mut self, action: Action, kind: TKind, outcome: Outcome) {
