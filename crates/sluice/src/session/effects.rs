@@ -21,6 +21,11 @@ pub struct EffectCache {
 
 impl EffectCache {
     pub fn of(&self, sql: &[u8]) -> Effects {
+        // Most statements are plain queries, often each with its own literals: decide
+        // those without hashing, scanning or caching.
+        if sluice_sql::surely_plain(sql) {
+            return None;
+        }
         let key = xxhash_rust::xxh3::xxh3_128(sql);
         if let Some(e) = self.map.lock().get(&key) {
             return e.clone();

@@ -115,7 +115,8 @@ impl Relay {
         }
         self.status = lease.status;
         self.tracker.set_status(lease.status);
-        if self.tx_mode() {
+        // Only needed to name notification senders: skip it until someone listens.
+        if self.tx_mode() && self.shared.pins.get(crate::session::PinReason::Listen) > 0 {
             let mut holders = self.shared.holders.lock();
             if holders.len() > 65_536 {
                 holders.clear();
