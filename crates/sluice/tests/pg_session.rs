@@ -117,19 +117,7 @@ async fn real_pid_cancel_and_notify() {
     );
 
     // NOTIFY: the sender pid the listener sees is the sender's pg_backend_pid().
-    let (listener, mut conn) =
-        tokio_postgres::connect(&connstr(a, APP_USER, APP_PW, "app"), tokio_postgres::NoTls)
-            .await
-            .unwrap();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        let mut s = futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
-        while let Some(Ok(m)) = s.next().await {
-            if let tokio_postgres::AsyncMessage::Notification(n) = m {
-                let _ = tx.send(n.process_id());
-            }
-        }
-    });
+    let (listener, mut rx) = listening_client(a).await;
     listener.batch_execute("listen chan").await.unwrap();
     let sender_pid: i32 = other
         .query_one("select pg_backend_pid()", &[])
@@ -188,11 +176,8 @@ async fn startup_parameters_and_login_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_state_is_reset_between_clients() {
     let pg = pg();
-    let h = sluice(&config_text(&pg, 1, "5s", "")).await;
     // Configured-user pools reuse connections: the next client must not see the
     // previous one's state.
-    let a = addr(&h, "txauth");
-    let _ = a;
     let text = config_text(&pg, 1, "5s", "").replace(
         "pool = \"tx\"\nauth = \"scram-sha-256\"",
         "pool = \"session\"\nauth = \"scram-sha-256\"",
@@ -220,5 +205,4 @@ async fn session_state_is_reset_between_clients() {
     let wm: String = c.query_one("show work_mem", &[]).await.unwrap().get(0);
     assert_eq!(wm, "4MB");
     assert!(c.batch_execute("select * from tt").await.is_err());
-    drop(h);
 }

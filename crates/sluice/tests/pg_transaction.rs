@@ -279,23 +279,10 @@ async fn passthrough_transaction_mode_works() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notifications_name_the_sender_as_it_knows_itself() {
-    use futures_util::StreamExt;
     let pg = pg();
     let h = sluice(&config_text(&pg, 3, "10s", "")).await;
     let a = addr(&h, "txauth");
-    let (listener, mut conn) =
-        tokio_postgres::connect(&connstr(a, APP_USER, APP_PW, "app"), tokio_postgres::NoTls)
-            .await
-            .unwrap();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        let mut s = futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
-        while let Some(Ok(m)) = s.next().await {
-            if let tokio_postgres::AsyncMessage::Notification(n) = m {
-                let _ = tx.send(n.process_id());
-            }
-        }
-    });
+    let (listener, mut rx) = listening_client(a).await;
     listener.batch_execute("listen chan").await.unwrap();
     let mut notifier = Raw::login(a, APP_USER, APP_PW, "app").await;
     notifier.query("notify chan, 'hello'").await;

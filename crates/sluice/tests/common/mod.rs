@@ -122,6 +122,30 @@ pub async fn connect(
     Ok(client)
 }
 
+/// A client whose notifications' sender pids arrive on the returned channel.
+pub async fn listening_client(
+    a: SocketAddr,
+) -> (
+    tokio_postgres::Client,
+    tokio::sync::mpsc::UnboundedReceiver<i32>,
+) {
+    use futures_util::StreamExt;
+    let (client, mut conn) =
+        tokio_postgres::connect(&connstr(a, APP_USER, APP_PW, "app"), tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut s = futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
+        while let Some(Ok(m)) = s.next().await {
+            if let tokio_postgres::AsyncMessage::Notification(n) = m {
+                let _ = tx.send(n.process_id());
+            }
+        }
+    });
+    (client, rx)
+}
+
 pub async fn app(a: SocketAddr) -> tokio_postgres::Client {
     connect(a, APP_USER, APP_PW, "app")
         .await
