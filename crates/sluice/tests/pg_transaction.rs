@@ -295,3 +295,15 @@ async fn notifications_name_the_sender_as_it_knows_itself() {
         "the sender's pid as its BackendKeyData said"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_notifying_itself_sees_its_own_pid() {
+    let pg = pg();
+    let h = sluice(&config_text(&pg, 3, "10s", "")).await;
+    let mut c = Raw::login(addr(&h, "txauth"), APP_USER, APP_PW, "app").await;
+    // LISTEN and NOTIFY in the statement that leases the connection.
+    let frames = c.query("listen me; notify me, 'x'").await;
+    let note = frames.iter().find(|f| f.0 == b'A').expect("a notification");
+    let pid = i32::from_be_bytes(note.1[..4].try_into().unwrap());
+    assert_eq!(pid, c.pid);
+}

@@ -115,8 +115,10 @@ impl Relay {
         }
         self.status = lease.status;
         self.tracker.set_status(lease.status);
-        // Only needed to name notification senders: skip it until someone listens.
-        if self.tx_mode() && self.shared.pins.get(crate::session::PinReason::Listen) > 0 {
+        // Names notification senders (see relay_server::rename_sender). Recorded for
+        // every lease: the client may LISTEN and NOTIFY in the very statement it leases
+        // this connection for.
+        if self.tx_mode() {
             let mut holders = self.shared.holders.lock();
             if holders.len() > 65_536 {
                 holders.clear();
