@@ -50,7 +50,11 @@ declare -a missing=()
 have_glob '/usr/lib/postgresql/*/bin/postgres' || missing+=(postgresql)
 command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
 have_glob '/usr/share/postgresql/*/extension/pgcrypto.control' || missing+=(postgresql-contrib)
-[ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server)
+# mariadb-server brings mariadbd and mariadb-install-db (via mariadb-server-core) and the
+# server's ed25519 auth plugin (Debian has no separate package for it); the client's
+# client_ed25519 comes with mariadb-client (libmariadb3).
+{ [ -x /usr/sbin/mariadbd ] && command -v mariadb-install-db >/dev/null 2>&1 \
+    && have_glob '/usr/lib/mysql/plugin/auth_ed25519.so'; } || missing+=(mariadb-server)
 command -v mariadb >/dev/null 2>&1 || missing+=(mariadb-client)
 command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
 command -v sysbench >/dev/null 2>&1 || missing+=(sysbench)

@@ -18,12 +18,13 @@ use anyhow::{Context, Result, anyhow, bail};
 use tempfile::TempDir;
 
 use crate::pg_conf::{hba_conf, quote_ident, quote_literal, server_conf};
-use crate::pg_setup::{SUPERUSER, SUPERUSER_PASSWORD, bins, check, create_data_dir, scratch_root};
+use crate::pg_setup::{SUPERUSER, SUPERUSER_PASSWORD, bins, check, create_data_dir};
 use crate::process::{
     alive, chown_to_server_user, kill_tree, parent_pid, remove_stale_shm, scrub_env,
     server_command, terminate,
 };
 use crate::reap::{OWNER_FILE, SERVER_DIR_PREFIX, owner_stamp, sweep_once};
+use crate::template::scratch_root;
 use crate::{free_port, tls};
 
 /// How clients authenticate over TCP (the `pg_hba.conf` method), which also

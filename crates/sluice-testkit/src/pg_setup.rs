@@ -2,11 +2,10 @@
 //!
 //! `initdb` costs most of a second, so the first server started on a machine
 //! runs it once into a template directory shared by all test processes
-//! (`<scratch root>/sluice-testkit-pg<version>-t<format>-u<uid>`, built under a temporary
-//! name and renamed into place when complete, with an flock so concurrent test
-//! processes do not all build it), and every server then starts from a copy of
+//! (`<scratch root>/sluice-testkit-pg<version>-t<format>-u<uid>`, see
+//! [`crate::template`]), and every server then starts from a copy of
 //! it (the copy is the main cost of a start, hence the preference for a
-//! tmpfs scratch root, see [`scratch_root`]). The template holds a cluster with superuser `postgres` (password
+//! tmpfs scratch root, see [`crate::template::scratch_root`]). The template holds a cluster with superuser `postgres` (password
 //! [`SUPERUSER_PASSWORD`]) and an extra database `test`. Setting
 //! `SLUICE_TESTKIT_NO_TEMPLATE=1` runs `initdb` for every server instead.
 
@@ -15,11 +14,12 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use anyhow::{Context, Result, bail};
 
 use crate::process::{chown_to_server_user, server_command, server_user};
+use crate::template::{cached, copy_dir, file_name_safe, templates_enabled};
 
 /// The superuser's password in every cluster the testkit creates.
 pub(crate) const SUPERUSER_PASSWORD: &str = "postgres-pw";
@@ -110,60 +110,16 @@ fn bin_dir_candidates() -> Vec<PathBuf> {
     dirs
 }
 
-/// Where throwaway directories go: `$SLUICE_TESTKIT_TMPDIR` if set, else
-/// `/dev/shm` when it is a writable tmpfs with at least 2 GiB free (copying the
-/// template there is several times faster than onto disk, and test data never
-/// needs to reach a disk), else `/tmp`. It must be traversable by the server
-/// user, which rules out e.g. `/root/tmp`.
-pub(crate) fn scratch_root() -> PathBuf {
-    static ROOT: OnceLock<PathBuf> = OnceLock::new();
-    ROOT.get_or_init(|| {
-        if let Some(dir) = std::env::var_os("SLUICE_TESTKIT_TMPDIR") {
-            return PathBuf::from(dir);
-        }
-        if roomy_shm(Path::new("/dev/shm"), 2 << 30) {
-            return PathBuf::from("/dev/shm");
-        }
-        PathBuf::from("/tmp")
-    })
-    .clone()
-}
-
-fn roomy_shm(dir: &Path, min_free: u64) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: statvfs is a plain C struct; all-zero is a valid initial value.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a valid C string and `st` a live struct.
-    let ok = unsafe {
-        libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) == 0
-            && libc::statvfs(c.as_ptr(), &mut st) == 0
-    };
-    ok && (st.f_bavail as u64).saturating_mul(st.f_frsize as u64) >= min_free
-}
-
 /// Fills `data` (which must not exist; its parent must belong to the server
 /// user) with a fresh cluster: template copy, or initdb when disabled.
 pub(crate) fn create_data_dir(data: &Path) -> Result<()> {
     let bins = bins()?;
-    let no_template =
-        std::env::var("SLUICE_TESTKIT_NO_TEMPLATE").is_ok_and(|v| !v.is_empty() && v != "0");
-    if no_template {
+    if !templates_enabled() {
         let parent = data.parent().context("data dir has no parent")?;
         return init_cluster(bins, data, parent);
     }
     let template = template_dir(bins)?;
-    let out = Command::new("cp")
-        .arg("-a")
-        .arg("--reflink=auto")
-        .arg(template.join("data"))
-        .arg(data)
-        .output()
-        .context("run cp")?;
-    check(&out, "copy the template data dir")?;
-    Ok(())
+    copy_dir(&template.join("data"), data).context("copy the template data dir")
 }
 
 /// Runs initdb into `data` and creates the `test` database (single-user mode,
@@ -216,91 +172,18 @@ fn init_cluster(bins: &PgBins, data: &Path, work: &Path) -> Result<()> {
 /// The shared template directory (containing `data/` and `READY`), built on
 /// first use.
 fn template_dir(bins: &'static PgBins) -> Result<PathBuf> {
-    static IN_PROCESS: Mutex<()> = Mutex::new(());
-    let _guard = IN_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
-
     let uid = server_user()?.map_or_else(
         // SAFETY: geteuid cannot fail.
         || unsafe { libc::geteuid() },
         |u| u.uid,
     );
-    let version: String = bins
-        .version
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let version = file_name_safe(&bins.version);
     let name = format!("sluice-testkit-pg{version}-t{TEMPLATE_FORMAT}-u{uid}");
-    let root = scratch_root();
-    let final_dir = root.join(&name);
-    if final_dir.join("READY").is_file() {
-        return Ok(final_dir);
-    }
-
-    // Serialize builders across processes.
-    let lock_path = root.join(format!("{name}.lock"));
-    let lock = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .with_context(|| format!("open {}", lock_path.display()))?;
-    let _flock = Flock::exclusive(&lock)?;
-    if final_dir.join("READY").is_file() {
-        return Ok(final_dir);
-    }
-    if final_dir.exists() {
-        fs::remove_dir_all(&final_dir)
-            .with_context(|| format!("remove incomplete {}", final_dir.display()))?;
-    }
-
-    let work = tempfile::Builder::new()
-        .prefix(&format!("{name}.tmp-"))
-        .tempdir_in(&root)
-        .with_context(|| format!("create a temp dir in {}", root.display()))?;
-    chown_to_server_user(work.path())?;
-    init_cluster(bins, &work.path().join("data"), work.path())?;
-    fs::write(work.path().join("READY"), format!("{}\n", bins.version)).context("write READY")?;
-    let built = work.keep();
-    if let Err(e) = fs::rename(&built, &final_dir) {
-        let _ = fs::remove_dir_all(&built);
-        return Err(e).with_context(|| format!("rename template into {}", final_dir.display()));
-    }
-    Ok(final_dir)
-}
-
-/// An exclusive flock held until dropped.
-struct Flock<'a>(&'a fs::File);
-
-impl<'a> Flock<'a> {
-    fn exclusive(file: &'a fs::File) -> Result<Self> {
-        use std::os::fd::AsRawFd;
-        loop {
-            // SAFETY: the fd is owned by `file`, which outlives the lock.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
-                return Ok(Flock(file));
-            }
-            let err = std::io::Error::last_os_error();
-            if err.kind() != std::io::ErrorKind::Interrupted {
-                return Err(err).context("flock the template lock file");
-            }
-        }
-    }
-}
-
-impl Drop for Flock<'_> {
-    fn drop(&mut self) {
-        use std::os::fd::AsRawFd;
-        // SAFETY: as above.
-        unsafe {
-            libc::flock(self.0.as_raw_fd(), libc::LOCK_UN);
-        }
-    }
+    cached(&name, |work| {
+        chown_to_server_user(work)?;
+        init_cluster(bins, &work.join("data"), work)?;
+        Ok(format!("{}\n", bins.version))
+    })
 }
 
 /// Turns a failed command into an error carrying its output.

@@ -26,6 +26,16 @@ pub(crate) struct TlsFiles {
 /// Generates a CA and a server certificate and writes `ca.crt`, `server.crt` and
 /// `server.key` (mode 0600) into `dir`, all owned by the server user.
 pub(crate) fn write_server_tls(dir: &Path) -> Result<TlsFiles> {
+    write_tls(dir, true)
+}
+
+/// Like [`write_server_tls`] but the files stay ours (for servers that run as
+/// this process's user, such as MariaDB's, which accepts `--user=root`).
+pub(crate) fn write_own_tls(dir: &Path) -> Result<TlsFiles> {
+    write_tls(dir, false)
+}
+
+fn write_tls(dir: &Path, chown: bool) -> Result<TlsFiles> {
     let ca_key = KeyPair::generate().context("generate CA key")?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).context("CA params")?;
     let mut ca_name = DistinguishedName::new();
@@ -55,21 +65,26 @@ pub(crate) fn write_server_tls(dir: &Path) -> Result<TlsFiles> {
         .context("sign server cert")?;
 
     fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-    chown_to_server_user(dir)?;
+    if chown {
+        chown_to_server_user(dir)?;
+    }
     let files = TlsFiles {
         ca_cert: dir.join("ca.crt"),
         server_cert: dir.join("server.crt"),
         server_key: dir.join("server.key"),
     };
-    write_file(&files.ca_cert, &ca_cert.pem(), 0o644)?;
-    write_file(&files.server_cert, &server_cert.pem(), 0o644)?;
-    write_file(&files.server_key, &server_key.serialize_pem(), 0o600)?;
+    write_file(&files.ca_cert, &ca_cert.pem(), 0o644, chown)?;
+    write_file(&files.server_cert, &server_cert.pem(), 0o644, chown)?;
+    write_file(&files.server_key, &server_key.serialize_pem(), 0o600, chown)?;
     Ok(files)
 }
 
-fn write_file(path: &Path, contents: &str, mode: u32) -> Result<()> {
+fn write_file(path: &Path, contents: &str, mode: u32, chown: bool) -> Result<()> {
     fs::write(path, contents).with_context(|| format!("write {}", path.display()))?;
     fs::set_permissions(path, fs::Permissions::from_mode(mode))
         .with_context(|| format!("chmod {}", path.display()))?;
-    chown_to_server_user(path)
+    if chown {
+        chown_to_server_user(path)?;
+    }
+    Ok(())
 }
