@@ -28,15 +28,29 @@ pool = "default"
 auth = "passthrough"
 tls = "disable"
 
-# MySQL: a default server, cluster and listener for MySQL/MariaDB go here once the MySQL
-# frontend exists ([servers.mysql] 127.0.0.1:3306, [listeners.mysql] 127.0.0.1:6033).
+[servers.mysql]
+protocol = "mysql"
+host = "127.0.0.1"
+port = 3306
+
+[clusters.mysql]
+servers = ["mysql"]
+
+[listeners.mysql]
+protocol = "mysql"
+address = "127.0.0.1:6033"
+cluster = "mysql"
+pool = "default"
+auth = "passthrough"
+tls = "disable"
 "#;
 
 /// File name used in errors about the built-in default.
 pub const BUILTIN_DEFAULT_NAME: &str = "<built-in default>";
 
 /// The configuration `sluice` runs with no arguments: a PostgreSQL listener on
-/// 127.0.0.1:6432 relaying to a server on 127.0.0.1:5432 with passthrough auth.
+/// 127.0.0.1:6432 relaying to a server on 127.0.0.1:5432 and a MySQL listener on
+/// 127.0.0.1:6033 relaying to a server on 127.0.0.1:3306, both with passthrough auth.
 pub fn builtin_default() -> Config {
     let options = ValidateOptions {
         check_files: false,

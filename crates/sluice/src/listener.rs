@@ -61,9 +61,7 @@ pub async fn serve(
             tracing::debug!(%peer, listener = %ctx.cfg.name, "client connected");
             match ctx.cfg.protocol {
                 Protocol::Postgres => frontend::pg::serve(shared, ctx, tcp, slot).await,
-                Protocol::Mysql => {
-                    tracing::warn!(listener = %ctx.cfg.name, "the MySQL protocol is not implemented yet");
-                }
+                Protocol::Mysql => frontend::mysql::serve(shared, ctx, tcp, slot).await,
             }
         });
     }

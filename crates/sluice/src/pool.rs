@@ -7,7 +7,7 @@
 //! only by clients' logins (Sluice has no password to open more); pools for configured
 //! users open connections as needed.
 
-use crate::backend::pg::{Credentials, LoginError, ServerConn, Target, login};
+use crate::backend::LoginError;
 use crate::error::{Error, Kind, Side};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -38,43 +38,60 @@ pub struct Settings {
     pub reset_query: String,
 }
 
-/// How the pool opens connections by itself, if it can.
-pub struct Opener {
-    pub target: Target,
-    pub params: Vec<(String, String)>,
-    pub creds: Credentials,
+/// What a pool needs of a protocol's server connection. Each protocol's backend
+/// implements it; everything else about pooling is shared.
+pub trait PoolConn: Sized + Send + 'static {
+    /// How the pool opens connections by itself (target, credentials, parameters).
+    type Opener: Send + Sync + 'static;
+    /// What a server says at login, kept once per pool (so a client can log in
+    /// without a server connection).
+    type Welcome: Clone + Send + 'static;
+
+    fn open(op: &Self::Opener) -> impl Future<Output = Result<Self, LoginError>> + Send;
+    fn created(&self) -> Instant;
+    fn last_used(&self) -> Instant;
+    fn set_last_used(&mut self, t: Instant);
+    /// Between transactions, nothing in flight.
+    fn is_idle(&self) -> bool;
+    /// Neither closed by the server nor holding unread bytes.
+    fn still_open(&mut self) -> bool;
+    /// Brings the connection back to a clean state (`reset_query` where the protocol
+    /// takes one).
+    fn reset(&mut self, reset_query: &str)
+    -> impl Future<Output = crate::error::Result<()>> + Send;
+    fn close(self);
 }
 
-struct State {
-    idle: Vec<ServerConn>,
+struct State<C> {
+    idle: Vec<C>,
     total: usize,
 }
 
-pub struct Pool {
+pub struct Pool<C: PoolConn> {
     pub name: String,
     pub key: PoolKey,
     pub settings: Settings,
-    state: Mutex<State>,
+    state: Mutex<State<C>>,
     notify: Notify,
-    opener: Mutex<Option<Arc<Opener>>>,
+    opener: Mutex<Option<Arc<C::Opener>>>,
     pub leases: AtomicU64,
     pub waits: AtomicU64,
     /// Statements (by pool-wide hash) that a server of this pool has parsed without
     /// error: a client's Parse of one can be answered without a server connection.
     known_statements: Mutex<std::collections::HashSet<u128>>,
     /// The parameters a server reports at login (ParameterStatus), as first seen.
-    welcome: Mutex<Option<std::collections::BTreeMap<String, String>>>,
+    welcome: Mutex<Option<C::Welcome>>,
 }
 
 /// Counts one connection of a pool for as long as it lives, whatever happens to the
 /// task holding it: dropping it (a cancelled lease, a client gone mid-login) gives the
 /// count back and wakes a waiter.
-struct Slot {
-    pool: Arc<Pool>,
+struct Slot<C: PoolConn> {
+    pool: Arc<Pool<C>>,
     armed: bool,
 }
 
-impl Drop for Slot {
+impl<C: PoolConn> Drop for Slot<C> {
     fn drop(&mut self) {
         if self.armed {
             self.pool.state.lock().total -= 1;
@@ -83,29 +100,29 @@ impl Drop for Slot {
     }
 }
 
-/// A leased connection (it dereferences to the [`ServerConn`]). Dropping a lease
+/// A leased connection (it dereferences to the connection). Dropping a lease
 /// without [`Lease::put_back`] closes the connection: its state is not known to be
 /// clean.
-pub struct Lease {
-    pub conn: ServerConn,
-    slot: Slot,
+pub struct Lease<C: PoolConn> {
+    pub conn: C,
+    slot: Slot<C>,
 }
 
-impl std::ops::Deref for Lease {
-    type Target = ServerConn;
-    fn deref(&self) -> &ServerConn {
+impl<C: PoolConn> std::ops::Deref for Lease<C> {
+    type Target = C;
+    fn deref(&self) -> &C {
         &self.conn
     }
 }
 
-impl std::ops::DerefMut for Lease {
-    fn deref_mut(&mut self) -> &mut ServerConn {
+impl<C: PoolConn> std::ops::DerefMut for Lease<C> {
+    fn deref_mut(&mut self) -> &mut C {
         &mut self.conn
     }
 }
 
-impl Lease {
-    pub fn pool(&self) -> &Arc<Pool> {
+impl<C: PoolConn> Lease<C> {
+    pub fn pool(&self) -> &Arc<Pool<C>> {
         &self.slot.pool
     }
 
@@ -139,8 +156,8 @@ impl Lease {
     }
 }
 
-impl Pool {
-    pub fn new(name: String, key: PoolKey, settings: Settings) -> Arc<Pool> {
+impl<C: PoolConn> Pool<C> {
+    pub fn new(name: String, key: PoolKey, settings: Settings) -> Arc<Pool<C>> {
         Arc::new(Pool {
             name,
             key,
@@ -158,19 +175,19 @@ impl Pool {
         })
     }
 
-    pub fn set_opener(&self, opener: Arc<Opener>) {
+    pub fn set_opener(&self, opener: Arc<C::Opener>) {
         *self.opener.lock() = Some(opener);
     }
 
     /// Remembers what a server reports at login, the first time.
-    pub fn set_welcome(&self, reported: &std::collections::BTreeMap<String, String>) {
+    pub fn set_welcome(&self, reported: &C::Welcome) {
         let mut w = self.welcome.lock();
         if w.is_none() {
             *w = Some(reported.clone());
         }
     }
 
-    pub fn welcome(&self) -> Option<std::collections::BTreeMap<String, String>> {
+    pub fn welcome(&self) -> Option<C::Welcome> {
         self.welcome.lock().clone()
     }
 
@@ -195,18 +212,19 @@ impl Pool {
         (st.total, st.idle.len())
     }
 
-    fn usable(&self, c: &ServerConn, now: Instant) -> bool {
+    fn usable(&self, c: &C, now: Instant) -> bool {
         let s = &self.settings;
-        !(s.lifetime > Duration::ZERO && now.duration_since(c.created) > s.lifetime
-            || s.idle_timeout > Duration::ZERO && now.duration_since(c.last_used) > s.idle_timeout)
+        !(s.lifetime > Duration::ZERO && now.duration_since(c.created()) > s.lifetime
+            || s.idle_timeout > Duration::ZERO
+                && now.duration_since(c.last_used()) > s.idle_timeout)
     }
 
-    fn give_back(self: &Arc<Self>, mut conn: ServerConn) {
+    fn give_back(self: &Arc<Self>, mut conn: C) {
         let now = Instant::now();
-        conn.last_used = now;
+        conn.set_last_used(now);
         let keep = {
             let mut st = self.state.lock();
-            if st.total > self.settings.size || !self.usable(&conn, now) || conn.status != b'I' {
+            if st.total > self.settings.size || !self.usable(&conn, now) || !conn.is_idle() {
                 st.total -= 1;
                 Some(conn)
             } else {
@@ -220,7 +238,7 @@ impl Pool {
         self.notify.notify_one();
     }
 
-    fn leased(self: &Arc<Self>, conn: ServerConn) -> Lease {
+    fn leased(self: &Arc<Self>, conn: C) -> Lease<C> {
         self.leases.fetch_add(1, Ordering::Relaxed);
         Lease {
             conn,
@@ -233,16 +251,16 @@ impl Pool {
 
     /// Takes a connection a client's login opened (pass-through auth) into the pool,
     /// leased to that client.
-    pub fn adopt(self: &Arc<Self>, conn: ServerConn) -> Lease {
+    pub fn adopt(self: &Arc<Self>, conn: C) -> Lease<C> {
         self.state.lock().total += 1;
         self.leased(conn)
     }
 
     /// Leases a connection, waiting up to the wait timeout.
-    pub async fn lease(self: &Arc<Self>) -> Result<Lease, LoginError> {
+    pub async fn lease(self: &Arc<Self>) -> Result<Lease<C>, LoginError> {
         // Fast path: an idle connection is there (no waiter set-up, no timer).
         let (got, expired) = self.take_idle(&mut self.state.lock());
-        expired.into_iter().for_each(ServerConn::close);
+        expired.into_iter().for_each(C::close);
         if let Some(conn) = got {
             return Ok(self.leased(conn));
         }
@@ -260,7 +278,7 @@ impl Pool {
                 (got, expired) = self.take_idle(&mut st);
                 if let Some(conn) = got {
                     drop(st);
-                    expired.into_iter().for_each(ServerConn::close);
+                    expired.into_iter().for_each(C::close);
                     return Ok(self.leased(conn));
                 }
                 if st.total < self.settings.size && opener.is_some() {
@@ -270,7 +288,7 @@ impl Pool {
                     false
                 }
             };
-            expired.into_iter().for_each(ServerConn::close);
+            expired.into_iter().for_each(C::close);
             if let (true, Some(op)) = (create, opener) {
                 // The slot gives the count back if the login fails or this future is
                 // dropped mid-login.
@@ -278,7 +296,7 @@ impl Pool {
                     pool: self.clone(),
                     armed: true,
                 };
-                let conn = login(&op.target, &op.params, &op.creds).await?;
+                let conn = C::open(&op).await?;
                 self.leases.fetch_add(1, Ordering::Relaxed);
                 return Ok(Lease { conn, slot });
             }
@@ -301,7 +319,7 @@ impl Pool {
 
     /// Pops a usable idle connection; also returns the dead or expired ones it found
     /// (to be closed outside the lock).
-    fn take_idle(&self, st: &mut State) -> (Option<ServerConn>, Vec<ServerConn>) {
+    fn take_idle(&self, st: &mut State<C>) -> (Option<C>, Vec<C>) {
         let mut expired = Vec::new();
         if st.idle.is_empty() {
             return (None, expired);
@@ -310,7 +328,7 @@ impl Pool {
         while let Some(mut c) = st.idle.pop() {
             // A connection used a moment ago is alive; only older ones are worth the
             // syscall.
-            let recent = now.duration_since(c.last_used) < Duration::from_secs(1);
+            let recent = now.duration_since(c.last_used()) < Duration::from_secs(1);
             if self.usable(&c, now) && (recent || c.still_open()) {
                 return (Some(c), expired);
             }
@@ -336,7 +354,7 @@ impl Pool {
                 }
             }
         }
-        closed.into_iter().for_each(ServerConn::close);
+        closed.into_iter().for_each(C::close);
     }
 
     /// Closes every idle connection (shutdown).
@@ -346,18 +364,29 @@ impl Pool {
             st.total -= st.idle.len();
             st.idle.drain(..).collect()
         };
-        idle.into_iter().for_each(ServerConn::close);
+        idle.into_iter().for_each(C::close);
     }
 }
 
 /// All pools of the process.
-#[derive(Default)]
-pub struct Pools {
-    map: Mutex<HashMap<PoolKey, Arc<Pool>>>,
+pub struct Pools<C: PoolConn> {
+    map: Mutex<HashMap<PoolKey, Arc<Pool<C>>>>,
 }
 
-impl Pools {
-    pub fn get_or_create(&self, key: &PoolKey, make: impl FnOnce() -> Arc<Pool>) -> Arc<Pool> {
+impl<C: PoolConn> Default for Pools<C> {
+    fn default() -> Self {
+        Pools {
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<C: PoolConn> Pools<C> {
+    pub fn get_or_create(
+        &self,
+        key: &PoolKey,
+        make: impl FnOnce() -> Arc<Pool<C>>,
+    ) -> Arc<Pool<C>> {
         let mut map = self.map.lock();
         if let Some(p) = map.get(key) {
             return p.clone();
@@ -367,7 +396,7 @@ impl Pools {
         p
     }
 
-    pub fn all(&self) -> Vec<Arc<Pool>> {
+    pub fn all(&self) -> Vec<Arc<Pool<C>>> {
         self.map.lock().values().cloned().collect()
     }
 }

@@ -27,7 +27,7 @@ mod tests {
     #[test]
     fn routes_to_first_server_of_cluster() {
         let cfg = sluice_config::builtin_default();
-        let l = cfg.listeners.values().next().unwrap();
+        let l = &cfg.listeners["pg"];
         let r = route(l, &cfg).unwrap();
         assert_eq!(r.server.port, 5432);
         let mut bad = l.clone();

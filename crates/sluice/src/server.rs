@@ -62,9 +62,7 @@ pub async fn start(config: Config) -> Result<Handle> {
                 _ = tokio::time::sleep(Duration::from_secs(5)) => {}
                 _ = rx.wait_for(|s| *s) => break,
             }
-            for p in reaper.pools.all() {
-                p.reap();
-            }
+            reaper.reap_pools();
         }
     });
     Ok(Handle {
@@ -97,8 +95,6 @@ impl Handle {
                 "shutdown timeout reached; closing remaining sessions"
             );
         }
-        for p in self.shared.pools.all() {
-            p.close_idle();
-        }
+        self.shared.close_idle_pools();
     }
 }

@@ -14,7 +14,8 @@ use tokio::sync::watch;
 
 pub struct Shared {
     pub config: ArcSwap<Config>,
-    pub pools: Pools,
+    pub pools: Pools<crate::backend::pg::ServerConn>,
+    pub my_pools: Pools<crate::backend::mysql::ServerConn>,
     pub cancels: Arc<cancel::Registry>,
     pub pins: PinCounters,
     pub effects: crate::session::effects::EffectCache,
@@ -38,6 +39,7 @@ impl Shared {
         Arc::new(Shared {
             config: ArcSwap::from_pointee(config),
             pools: Pools::default(),
+            my_pools: Pools::default(),
             cancels: Arc::new(cancel::Registry::default()),
             pins: PinCounters::default(),
             effects: Default::default(),
@@ -56,6 +58,18 @@ impl Shared {
             self.next_pid.store(1_000_000, Ordering::Relaxed);
         }
         p.max(1)
+    }
+
+    /// Closes idle connections past their idle timeout or lifetime, in every pool.
+    pub fn reap_pools(&self) {
+        self.pools.all().iter().for_each(|p| p.reap());
+        self.my_pools.all().iter().for_each(|p| p.reap());
+    }
+
+    /// Closes every idle server connection (shutdown).
+    pub fn close_idle_pools(&self) {
+        self.pools.all().iter().for_each(|p| p.close_idle());
+        self.my_pools.all().iter().for_each(|p| p.close_idle());
     }
 
     pub fn shutting_down(&self) -> bool {

@@ -30,7 +30,14 @@ fn builtin_default_parses_and_validates() {
         (listener.auth, listener.tls),
         (AuthMethod::Passthrough, ClientTls::Disable)
     );
-    assert_eq!(config.listeners.len(), 1);
+    let my = &config.listeners["mysql"];
+    assert_eq!(
+        (my.protocol, my.address.as_str(), my.cluster.as_str()),
+        (Protocol::Mysql, "127.0.0.1:6033", "mysql")
+    );
+    assert_eq!(my.auth, AuthMethod::Passthrough);
+    assert_eq!(config.servers["mysql"].port, 3306);
+    assert_eq!(config.listeners.len(), 2);
 }
 
 fn examples_dir() -> PathBuf {

@@ -2,4 +2,67 @@
 //! connection before another client gets it. Below the pool in the flow; knows nothing
 //! of clients.
 
+pub mod mysql;
 pub mod pg;
+
+use crate::error::{Error, Result};
+use bytes::Bytes;
+use sluice_config::ServerTls;
+use std::time::Duration;
+use tokio::net::TcpStream;
+
+/// Where and how to reach one server.
+#[derive(Clone)]
+pub struct Target {
+    pub host: String,
+    pub port: u16,
+    pub tls: ServerTls,
+    pub connector: Option<tokio_rustls::TlsConnector>,
+    pub server_name: String,
+    pub connect_timeout: Duration,
+    pub max_message: usize,
+}
+
+impl Target {
+    pub fn addr(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+}
+
+/// Credentials Sluice uses to log in by itself.
+#[derive(Clone)]
+pub struct Credentials {
+    pub user: String,
+    pub password: Option<String>,
+}
+
+/// A failed login: either the server's own ErrorResponse (relayed to the client as is,
+/// e.g. 3D000 for an unknown database) or a failure of Sluice's.
+#[derive(Debug)]
+pub enum LoginError {
+    Server(Bytes),
+    Proxy(Error),
+}
+
+impl From<Error> for LoginError {
+    fn from(e: Error) -> Self {
+        LoginError::Proxy(e)
+    }
+}
+
+impl From<std::io::Error> for LoginError {
+    fn from(e: std::io::Error) -> Self {
+        LoginError::Proxy(e.into())
+    }
+}
+
+/// TCP connect with the target's timeout; Nagle off.
+pub async fn connect_tcp(t: &Target) -> Result<TcpStream> {
+    let addr = t.addr();
+    let tcp = tokio::time::timeout(t.connect_timeout, TcpStream::connect(&addr))
+        .await
+        .map_err(|_| Error::server_gone(format!("connecting to {addr} timed out")))?
+        .map_err(|e| Error::server_gone(format!("could not connect to server {addr}: {e}")))?;
+    let _ = tcp.set_nodelay(true);
+    Ok(tcp)
+}

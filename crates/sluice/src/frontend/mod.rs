@@ -1,7 +1,9 @@
 //! The client side of each protocol: startup, TLS, authentication, reading whole
 //! requests and relaying answers. Everything below (session, router, pool) is shared.
 
+pub mod mysql;
 pub mod pg;
+pub mod pump;
 
 /// What a frontend needs to know about the listener a client came in on.
 pub struct ListenerCtx {

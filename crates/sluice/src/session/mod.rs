@@ -4,6 +4,7 @@
 
 pub mod effects;
 pub mod ledger;
+pub mod plan;
 
 pub use ledger::{Ledger, PinReason};
 use sluice_config::PoolMode;

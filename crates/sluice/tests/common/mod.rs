@@ -3,6 +3,8 @@
 //! client for sending exactly the bytes a test needs.
 #![allow(dead_code)]
 
+pub mod my;
+
 use bytes::{Buf, BufMut, BytesMut};
 use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256};
 use sluice_testkit::PgServer;

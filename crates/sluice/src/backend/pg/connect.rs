@@ -2,70 +2,21 @@
 //! authentication exchange Sluice runs itself (SCRAM-SHA-256, md5, cleartext, trust).
 
 use super::{ServerConn, StatementCache, read_frame};
+use crate::backend::{Credentials, LoginError, Target};
 use crate::error::{Error, Kind, Result, Side};
 use crate::stream::{Stream, write_all_flush};
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256};
 use sluice_config::ServerTls;
 use sluice_wire_pg::{encode, msg};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
-
-/// Where and how to reach one server.
-#[derive(Clone)]
-pub struct Target {
-    pub host: String,
-    pub port: u16,
-    pub tls: ServerTls,
-    pub connector: Option<tokio_rustls::TlsConnector>,
-    pub server_name: String,
-    pub connect_timeout: Duration,
-    pub max_message: usize,
-}
-
-impl Target {
-    pub fn addr(&self) -> String {
-        format!("{}:{}", self.host, self.port)
-    }
-}
-
-/// Credentials Sluice uses to log in by itself.
-#[derive(Clone)]
-pub struct Credentials {
-    pub user: String,
-    pub password: Option<String>,
-}
-
-/// A failed login: either the server's own ErrorResponse (relayed to the client as is,
-/// e.g. 3D000 for an unknown database) or a failure of Sluice's.
-#[derive(Debug)]
-pub enum LoginError {
-    Server(Bytes),
-    Proxy(Error),
-}
-
-impl From<Error> for LoginError {
-    fn from(e: Error) -> Self {
-        LoginError::Proxy(e)
-    }
-}
-
-impl From<std::io::Error> for LoginError {
-    fn from(e: std::io::Error) -> Self {
-        LoginError::Proxy(e.into())
-    }
-}
 
 /// TCP connect and, when configured, the TLS upgrade.
 pub async fn connect_stream(t: &Target) -> Result<Stream> {
     let addr = t.addr();
-    let tcp = tokio::time::timeout(t.connect_timeout, TcpStream::connect(&addr))
-        .await
-        .map_err(|_| Error::server_gone(format!("connecting to {addr} timed out")))?
-        .map_err(|e| Error::server_gone(format!("could not connect to server {addr}: {e}")))?;
-    let _ = tcp.set_nodelay(true);
+    let tcp = crate::backend::connect_tcp(t).await?;
     let Some(connector) = t.connector.as_ref().filter(|_| t.tls != ServerTls::Disable) else {
         return Ok(Stream::Plain(tcp));
     };

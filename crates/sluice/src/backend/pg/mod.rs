@@ -4,7 +4,8 @@
 
 mod connect;
 
-pub use connect::{Credentials, LoginError, Target, connect_stream, finish_startup, login};
+pub use crate::backend::{Credentials, LoginError, Target};
+pub use connect::{connect_stream, finish_startup, login};
 
 use crate::error::{Error, Result};
 use crate::stream::{Stream, write_all_flush};
@@ -232,6 +233,43 @@ impl ServerConn {
         if let Stream::Plain(s) = &mut self.stream {
             let _ = s.try_write(&out);
         }
+    }
+}
+
+/// How a pool of configured users opens PostgreSQL connections by itself.
+pub struct Opener {
+    pub target: Target,
+    pub params: Vec<(String, String)>,
+    pub creds: Credentials,
+}
+
+impl crate::pool::PoolConn for ServerConn {
+    type Opener = Opener;
+    type Welcome = BTreeMap<String, String>;
+
+    async fn open(op: &Opener) -> std::result::Result<Self, LoginError> {
+        login(&op.target, &op.params, &op.creds).await
+    }
+    fn created(&self) -> Instant {
+        self.created
+    }
+    fn last_used(&self) -> Instant {
+        self.last_used
+    }
+    fn set_last_used(&mut self, t: Instant) {
+        self.last_used = t;
+    }
+    fn is_idle(&self) -> bool {
+        self.status == b'I'
+    }
+    fn still_open(&mut self) -> bool {
+        ServerConn::still_open(self)
+    }
+    async fn reset(&mut self, reset_query: &str) -> Result<()> {
+        ServerConn::reset(self, reset_query).await
+    }
+    fn close(self) {
+        ServerConn::close(self)
     }
 }
 

@@ -3,11 +3,11 @@
 //! Sluice's own BackendKeyData, ReadyForQuery.
 
 use super::{Client, auth, replay};
-use crate::backend::pg::{Credentials, LoginError, Target};
+use crate::backend::pg::{Credentials, LoginError, Opener, ServerConn};
 use crate::cancel::Registration;
 use crate::error::{Error, Kind, Side};
 use crate::frontend::ListenerCtx;
-use crate::pool::{Lease, Opener, Pool, PoolKey, Settings};
+use crate::pool::{Lease, Pool};
 use crate::shared::Shared;
 use crate::stream::write_all_flush;
 use bytes::{BufMut, BytesMut};
@@ -19,8 +19,8 @@ use std::sync::Arc;
 /// Everything the relay needs about a logged-in client.
 pub struct Session {
     pub mode: PoolMode,
-    pub pool: Arc<Pool>,
-    pub lease: Option<Lease>,
+    pub pool: Arc<Pool<ServerConn>>,
+    pub lease: Option<Lease<ServerConn>>,
     pub cancel: Registration,
     /// Values of the server-reported parameters as this client has seen them.
     pub client_params: BTreeMap<String, String>,
@@ -129,55 +129,27 @@ pub async fn login(
         return None;
     }
 
-    let config = shared.config.load_full();
-    let pool_cfg = config.pool_for(&ctx.cfg).clone();
-    let Some(route) = crate::router::route(&ctx.cfg, &config) else {
-        let e = Error::server_gone(format!(
-            "listener \"{}\" has no server to route to",
-            ctx.cfg.name
-        ));
-        c.fatal(&e).await;
-        return None;
+    let plan = match crate::session::plan::plan(
+        shared,
+        ctx,
+        &shared.pools,
+        &user,
+        &database,
+        replay::shaping_params(&params),
+        "DISCARD ALL",
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            c.fatal(&e).await;
+            return None;
+        }
     };
-    let server = route.server;
-    let target = Target {
-        host: server.host.clone(),
-        port: server.port,
-        tls: server.tls,
-        connector: shared.connectors.get(&server.name).cloned(),
-        server_name: server.tls_server_name.clone(),
-        connect_timeout: pool_cfg.connect_timeout,
-        max_message: config.general.max_message_size,
-    };
-    let user_cfg = config.users.get(&user);
-    let server_user = match (ctx.cfg.auth, user_cfg) {
-        (AuthMethod::Passthrough, _) | (_, None) => user.clone(),
-        (_, Some(u)) => u.server_user().to_owned(),
-    };
-    let key = PoolKey {
-        policy: pool_cfg.name.clone(),
-        server: target.addr(),
-        database: database.clone(),
-        user: server_user.clone(),
-        extra: replay::shaping_params(&params),
-    };
-    let settings = Settings {
-        size: pool_cfg.size_for(user_cfg),
-        min_idle: pool_cfg.min_idle,
-        wait_timeout: pool_cfg.wait_timeout,
-        idle_timeout: pool_cfg.idle_timeout.unwrap_or_default(),
-        lifetime: pool_cfg.server_lifetime.unwrap_or_default(),
-        statement_cache: pool_cfg.statement_cache_size,
-        reset_query: pool_cfg
-            .reset_query
-            .clone()
-            .unwrap_or_else(|| "DISCARD ALL".into()),
-    };
-    let pool_name = format!("{}/{}@{}", pool_cfg.name, server_user, database);
-    let pool = shared
-        .pools
-        .get_or_create(&key, || Pool::new(pool_name, key.clone(), settings));
-
+    let (target, pool, server_user) = (
+        plan.target.clone(),
+        plan.pool.clone(),
+        plan.server_user.clone(),
+    );
+    let user_cfg = plan.user_cfg(&user);
     let lease = if ctx.cfg.auth == AuthMethod::Passthrough {
         if !out.is_empty() {
             let _ = write_all_flush(&mut c.stream, &out).await;
@@ -233,7 +205,7 @@ pub async fn login(
         match pool.welcome() {
             // In transaction mode a client needs no server connection to log in once
             // the pool knows what a server says at login.
-            Some(welcome) if pool_cfg.mode == PoolMode::Transaction => {
+            Some(welcome) if plan.mode == PoolMode::Transaction => {
                 for (k, v) in &replay::client_view(&welcome, &params) {
                     encode::parameter_status(&mut out, k, v);
                 }
@@ -264,7 +236,7 @@ pub async fn login(
         Some(l) => l.reported.clone(),
         None => replay::client_view(&pool.welcome().unwrap_or_default(), &params),
     };
-    let pid = match (pool_cfg.mode, &lease) {
+    let pid = match (plan.mode, &lease) {
         (PoolMode::Session, Some(l)) => l.pid,
         _ => shared.next_pid(),
     };
@@ -279,7 +251,7 @@ pub async fn login(
         return None;
     }
     let mut session = Session {
-        mode: pool_cfg.mode,
+        mode: plan.mode,
         pool,
         lease,
         cancel,

@@ -8,27 +8,20 @@ use super::Client;
 use super::login::Session;
 use super::stmts::Statements;
 use crate::error::{Error, Kind, Side};
+use crate::frontend::pump::{Event, Pump};
 use crate::session::effects::Effects;
 use crate::session::{self, Ledger, TxStatus};
 use crate::shared::Shared;
-use bytes::{Buf, BytesMut};
 use sluice_config::PoolMode;
 use sluice_sql::Effect;
 use sluice_wire_pg::Scanner;
 use sluice_wire_pg::encode::{self, Severity};
 use sluice_wire_pg::track::Tracker;
 use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use tokio::io::AsyncWrite;
 
-/// Stop reading a side while this much is waiting to be written to the other.
-const HIGH_WATER: usize = 256 * 1024;
 /// Frames larger than this whose content Sluice does not need stream through in pieces.
 pub(super) const STREAM_OVER: usize = 64 * 1024;
-const READ_CHUNK: usize = 16 * 1024;
 
 /// Something to do once the server answers a request.
 pub(super) enum Action {
@@ -46,14 +39,6 @@ pub(super) enum Action {
     /// The SETs Sluice replayed on a connection: if they fail, the session state is
     /// unknown and the session ends.
     Replay,
-}
-
-enum Event {
-    ServerRead(std::io::Result<usize>),
-    ClientRead(std::io::Result<usize>),
-    Wrote,
-    WriteFailed(Side, std::io::Error),
-    Shutdown,
 }
 
 /// The client's last unnamed statement, kept in one reused buffer (it changes with
@@ -96,10 +81,7 @@ pub(super) enum End {
 pub(super) struct Relay {
     pub shared: Arc<Shared>,
     pub s: Session,
-    pub client: crate::stream::Stream,
-    pub cbuf: BytesMut,
-    pub to_client: BytesMut,
-    pub to_server: BytesMut,
+    pub io: Pump,
     pub tracker: Tracker,
     pub cscan: Scanner,
     pub sscan: Scanner,
@@ -119,7 +101,6 @@ pub(super) struct Relay {
     pub unnamed_effects: Effects,
     pub portal_effects: Effects,
     pub last_tag: Vec<u8>,
-    pub shutting_down: bool,
     /// The CopyData frame being streamed from the client is dropped (no COPY running).
     pub c_dropping: bool,
     /// The client's last unnamed statement (query, parameter types), and whether it
@@ -136,23 +117,13 @@ pub(super) struct Relay {
     /// Set when something Sluice did on the client's behalf failed in a way that
     /// leaves the session state unknown (e.g. replaying its SETs).
     pub fatal: Option<Error>,
-    flush_client: bool,
-    flush_server: bool,
-    shutdown_wait: Pin<Box<dyn Future<Output = ()> + Send>>,
 }
 
 pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
-    let mut rx = shared.shutdown.clone();
-    let shutdown_wait = Box::pin(async move {
-        let _ = rx.wait_for(|s| *s).await;
-    });
     let mut r = Relay {
+        io: Pump::new(&shared, client.stream, client.buf),
         shared,
         s: session,
-        client: client.stream,
-        cbuf: client.buf,
-        to_client: BytesMut::new(),
-        to_server: BytesMut::new(),
         tracker: Tracker::new(),
         cscan: Scanner::default(),
         sscan: Scanner::default(),
@@ -168,7 +139,6 @@ pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
         unnamed_effects: None,
         portal_effects: None,
         last_tag: Vec::new(),
-        shutting_down: false,
         c_dropping: false,
         unnamed: Unnamed::default(),
         unnamed_here: false,
@@ -176,18 +146,9 @@ pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
         named_portal_effects: Default::default(),
         batch: 0,
         fatal: None,
-        flush_client: false,
-        flush_server: false,
-        shutdown_wait,
     };
     let end = r.main_loop().await;
     r.finish(end).await;
-}
-
-fn reserve(buf: &mut BytesMut) {
-    if buf.capacity() - buf.len() < 1024 {
-        buf.reserve(READ_CHUNK);
-    }
 }
 
 impl Relay {
@@ -201,7 +162,7 @@ impl Relay {
     }
 
     async fn main_loop(&mut self) -> End {
-        if !self.cbuf.is_empty() {
+        if !self.io.cbuf.is_empty() {
             match self.on_client().await {
                 Ok(Some(end)) => return end,
                 Ok(None) => self.release_synthetic(),
@@ -210,10 +171,15 @@ impl Relay {
         }
         loop {
             self.maybe_release();
-            if self.shutting_down && self.idle() && self.to_client.is_empty() {
+            if self.io.shutting_down && self.idle() && self.io.to_client.is_empty() {
                 return End::Shutdown;
             }
-            let ev = std::future::poll_fn(|cx| self.poll_io(cx)).await;
+            let server = self
+                .s
+                .lease
+                .as_mut()
+                .map(|l| (&mut l.conn.stream, &mut l.conn.rbuf));
+            let ev = self.io.next(server).await;
             let step = match ev {
                 Event::ServerRead(Ok(0)) => Err(Error::server_gone(
                     "server closed the connection unexpectedly",
@@ -237,7 +203,7 @@ impl Relay {
                     "lost connection to server: {e}"
                 ))),
                 Event::Shutdown => {
-                    self.shutting_down = true;
+                    self.io.shutting_down = true;
                     Ok(())
                 }
             };
@@ -252,7 +218,7 @@ impl Relay {
 
     /// Sends the answers Sluice gives itself that are due now.
     fn release_synthetic(&mut self) {
-        self.tracker.release_synthetic(&mut self.to_client);
+        self.tracker.release_synthetic(&mut self.io.to_client);
         if self.tracker.has_done() {
             self.handle_done();
         }
@@ -260,69 +226,8 @@ impl Relay {
 
     /// No request of this client is being served.
     fn idle(&self) -> bool {
-        self.s.lease.is_none() || (self.at_rest && self.status == b'I' && self.to_server.is_empty())
-    }
-
-    fn poll_io(&mut self, cx: &mut Context<'_>) -> Poll<Event> {
-        if let Some(lease) = self.s.lease.as_mut() {
-            let conn = &mut lease.conn;
-            if self.to_client.len() < HIGH_WATER {
-                reserve(&mut conn.rbuf);
-                if let Poll::Ready(r) =
-                    tokio_util::io::poll_read_buf(Pin::new(&mut conn.stream), cx, &mut conn.rbuf)
-                {
-                    return Poll::Ready(Event::ServerRead(r));
-                }
-            }
-            if !self.to_server.is_empty() {
-                match Pin::new(&mut conn.stream).poll_write(cx, &self.to_server) {
-                    Poll::Ready(Ok(n)) => {
-                        self.to_server.advance(n);
-                        self.flush_server = conn.stream.is_tls();
-                        return Poll::Ready(Event::Wrote);
-                    }
-                    Poll::Ready(Err(e)) => return Poll::Ready(Event::WriteFailed(Side::Server, e)),
-                    Poll::Pending => {}
-                }
-            } else if self.flush_server {
-                match Pin::new(&mut conn.stream).poll_flush(cx) {
-                    Poll::Ready(Ok(())) => self.flush_server = false,
-                    Poll::Ready(Err(e)) => return Poll::Ready(Event::WriteFailed(Side::Server, e)),
-                    Poll::Pending => {}
-                }
-            }
-        }
-        if !self.to_client.is_empty() {
-            match Pin::new(&mut self.client).poll_write(cx, &self.to_client) {
-                Poll::Ready(Ok(n)) => {
-                    self.to_client.advance(n);
-                    self.flush_client = self.client.is_tls();
-                    return Poll::Ready(Event::Wrote);
-                }
-                Poll::Ready(Err(e)) => return Poll::Ready(Event::WriteFailed(Side::Client, e)),
-                Poll::Pending => {}
-            }
-        } else if self.flush_client {
-            match Pin::new(&mut self.client).poll_flush(cx) {
-                Poll::Ready(Ok(())) => self.flush_client = false,
-                Poll::Ready(Err(e)) => return Poll::Ready(Event::WriteFailed(Side::Client, e)),
-                Poll::Pending => {}
-            }
-        }
-        // While draining, the client may still finish its transaction: keep reading
-        // until it is between transactions (the loop then ends the session).
-        if self.to_server.len() < HIGH_WATER {
-            reserve(&mut self.cbuf);
-            if let Poll::Ready(r) =
-                tokio_util::io::poll_read_buf(Pin::new(&mut self.client), cx, &mut self.cbuf)
-            {
-                return Poll::Ready(Event::ClientRead(r));
-            }
-        }
-        if !self.shutting_down && self.shutdown_wait.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(Event::Shutdown);
-        }
-        Poll::Pending
+        self.s.lease.is_none()
+            || (self.at_rest && self.status == b'I' && self.io.to_server.is_empty())
     }
 
     /// In transaction mode, gives the server connection back as soon as the client is
@@ -332,7 +237,7 @@ impl Relay {
             return;
         };
         let tx = TxStatus::from_pg(self.status);
-        if self.to_server.is_empty()
+        if self.io.to_server.is_empty()
             && lease.conn.rbuf.is_empty()
             && !self.cscan.in_frame()
             && session::may_release(self.s.mode, self.at_rest, tx, &self.ledger)
@@ -347,7 +252,7 @@ impl Relay {
 
     /// Queues an error for the client in its protocol.
     pub(super) fn client_error(&mut self, severity: Severity, e: &Error) {
-        encode::error(&mut self.to_client, severity, e.sqlstate(), &e.message);
+        encode::error(&mut self.io.to_client, severity, e.sqlstate(), &e.message);
     }
 
     async fn finish(&mut self, end: End) {
@@ -366,20 +271,15 @@ impl Relay {
             }
             End::ClientLeft | End::Terminated => {}
         }
-        if !self.to_client.is_empty() && !matches!(end, End::ClientLeft) {
-            let out = std::mem::take(&mut self.to_client);
-            let _ = tokio::time::timeout(
-                std::time::Duration::from_secs(5),
-                crate::stream::write_all_flush(&mut self.client, &out),
-            )
-            .await;
+        if !matches!(end, End::ClientLeft) {
+            self.io.flush_client_now().await;
         }
         let Some(lease) = self.s.lease.take() else {
             return;
         };
         self.s.sync_cancel();
         let clean = self.at_rest
-            && self.to_server.is_empty()
+            && self.io.to_server.is_empty()
             && !self.sscan.in_frame()
             && lease.conn.rbuf.is_empty();
         match end {

@@ -47,10 +47,10 @@ impl Relay {
     pub(super) async fn on_client(&mut self) -> Result<Option<End>, Error> {
         // Frames are handled where they lie in the read buffer; it is set aside while
         // they are, and given back (with what was handled removed) afterwards.
-        let mut buf = std::mem::take(&mut self.cbuf);
+        let mut buf = std::mem::take(&mut self.io.cbuf);
         let r = self.client_frames(&mut buf).await;
-        if self.cbuf.is_empty() {
-            self.cbuf = buf;
+        if self.io.cbuf.is_empty() {
+            self.io.cbuf = buf;
         }
         r
     }
@@ -66,7 +66,7 @@ impl Relay {
             match item {
                 Item::Chunk(n) => {
                     if !self.c_dropping {
-                        self.to_server.extend_from_slice(&buf[..n]);
+                        self.io.to_server.extend_from_slice(&buf[..n]);
                     }
                     buf.advance(n);
                 }
@@ -76,7 +76,7 @@ impl Relay {
                     // PostgreSQL, which ignores CopyData outside copy mode.
                     self.c_dropping = self.skip_to_sync || self.s.lease.is_none();
                     if !self.c_dropping {
-                        self.to_server.extend_from_slice(&buf[..5]);
+                        self.io.to_server.extend_from_slice(&buf[..5]);
                     }
                     buf.advance(5);
                 }
@@ -107,7 +107,7 @@ impl Relay {
         if let Some(sql) =
             replay::replay_sql(&mut lease, &self.ledger, &self.s.client_params, client_fp)
         {
-            encode::query(&mut self.to_server, sql.as_bytes());
+            encode::query(&mut self.io.to_server, sql.as_bytes());
             let t = self.token();
             self.tracker.push(TKind::Query, Origin::Injected, t);
             self.actions.push_back((t, Action::Replay));
@@ -216,7 +216,7 @@ impl Relay {
                 if tag == fe::SYNC {
                     self.batch += 1;
                 }
-                self.to_server.extend_from_slice(frame);
+                self.io.to_server.extend_from_slice(frame);
             }
         }
         Ok(None)
@@ -302,7 +302,7 @@ impl Relay {
             }
         }
         self.tracker.push(TKind::Query, Origin::Client, t);
-        self.to_server.extend_from_slice(frame);
+        self.io.to_server.extend_from_slice(frame);
     }
 
     /// Sends Parse for a pool-wide statement, preceded by a Close of the same name: if
@@ -314,10 +314,15 @@ impl Relay {
         };
         let cap = lease.pool().settings.statement_cache;
         let evicted = lease.prepared.insert(stmt.hash, cap, self.batch);
-        encode::target(&mut self.to_server, fe::CLOSE, b'S', &stmt.global);
+        encode::target(&mut self.io.to_server, fe::CLOSE, b'S', &stmt.global);
         let t = self.token();
         self.tracker.push(TKind::Close, Origin::Injected, t);
-        encode::parse(&mut self.to_server, &stmt.global, &stmt.query, &stmt.types);
+        encode::parse(
+            &mut self.io.to_server,
+            &stmt.global,
+            &stmt.query,
+            &stmt.types,
+        );
         let t = self.token();
         self.tracker.push(TKind::Parse, origin, t);
         self.actions.push_back((
@@ -329,7 +334,7 @@ impl Relay {
         ));
         if let Some(old) = evicted {
             encode::target(
-                &mut self.to_server,
+                &mut self.io.to_server,
                 fe::CLOSE,
                 b'S',
                 &stmts::global_name(old),
@@ -360,7 +365,7 @@ impl Relay {
         let Some((query, types)) = self.unnamed.get() else {
             return;
         };
-        encode::parse(&mut self.to_server, b"", query, types);
+        encode::parse(&mut self.io.to_server, b"", query, types);
         {
             let t = self.token();
             self.tracker.push(TKind::Parse, Origin::Injected, t);
@@ -377,7 +382,7 @@ impl Relay {
             self.unnamed_here = true;
             let t = self.token();
             self.tracker.push(TKind::Parse, Origin::Client, t);
-            self.to_server.extend_from_slice(frame);
+            self.io.to_server.extend_from_slice(frame);
             return Ok(());
         }
         let stmt = new_stmt(
@@ -424,14 +429,14 @@ impl Relay {
         match stmt {
             Some(s) => {
                 self.ensure_prepared(&s);
-                encode::bind(&mut self.to_server, portal, &s.global, rest);
+                encode::bind(&mut self.io.to_server, portal, &s.global, rest);
             }
             None => {
                 if name.is_empty() {
                     self.ensure_unnamed();
                 }
                 // Unknown names are the server's to refuse, with the client's name.
-                self.to_server.extend_from_slice(frame);
+                self.io.to_server.extend_from_slice(frame);
             }
         }
         let t = self.token();
@@ -453,7 +458,7 @@ impl Relay {
                 self.actions.push_back((t, Action::ExecEffects(effects)));
             }
         }
-        self.to_server.extend_from_slice(frame);
+        self.io.to_server.extend_from_slice(frame);
     }
 
     fn describe(&mut self, frame: &[u8], body: &[u8]) -> Result<(), Error> {
@@ -462,13 +467,13 @@ impl Relay {
         match (kind, self.stmts.get(name)) {
             (b'S', Some(s)) if !name.is_empty() => {
                 self.ensure_prepared(&s);
-                encode::target(&mut self.to_server, fe::DESCRIBE, b'S', &s.global);
+                encode::target(&mut self.io.to_server, fe::DESCRIBE, b'S', &s.global);
             }
             _ => {
                 if kind == b'S' && name.is_empty() {
                     self.ensure_unnamed();
                 }
-                self.to_server.extend_from_slice(frame);
+                self.io.to_server.extend_from_slice(frame);
             }
         }
         let t = self.token();
@@ -492,7 +497,7 @@ impl Relay {
             self.named_portal_effects.remove(name);
         }
         self.tracker.push(TKind::Close, Origin::Client, t);
-        self.to_server.extend_from_slice(frame);
+        self.io.to_server.extend_from_slice(frame);
         Ok(())
     }
 }

@@ -39,7 +39,7 @@ impl Relay {
     pub(super) fn on_server(&mut self) -> Result<(), Error> {
         let max = self.s.max_message;
         loop {
-            self.tracker.release_synthetic(&mut self.to_client);
+            self.tracker.release_synthetic(&mut self.io.to_client);
             let Some(lease) = self.s.lease.as_mut() else {
                 return Ok(());
             };
@@ -54,7 +54,7 @@ impl Relay {
             match item {
                 Item::Chunk(n) => {
                     if !self.s_dropping {
-                        self.to_client.extend_from_slice(&conn.rbuf[..n]);
+                        self.io.to_client.extend_from_slice(&conn.rbuf[..n]);
                     }
                     conn.rbuf.advance(n);
                 }
@@ -62,7 +62,7 @@ impl Relay {
                     let fwd = self.tracker.on_frame(h.tag).map_err(desync)?;
                     self.s_dropping = !fwd;
                     if fwd {
-                        self.to_client.extend_from_slice(&conn.rbuf[..5]);
+                        self.io.to_client.extend_from_slice(&conn.rbuf[..5]);
                     }
                     conn.rbuf.advance(5);
                 }
@@ -93,10 +93,10 @@ impl Relay {
                         _ => {}
                     }
                     if fwd {
-                        let at = self.to_client.len();
-                        self.to_client.extend_from_slice(frame);
+                        let at = self.io.to_client.len();
+                        self.io.to_client.extend_from_slice(frame);
                         if h.tag == be::NOTIFICATION && self.s.mode == PoolMode::Transaction {
-                            rename_sender(&self.shared, &mut self.to_client[at..]);
+                            rename_sender(&self.shared, &mut self.io.to_client[at..]);
                         }
                     }
                     conn.rbuf.advance(h.frame_len);
@@ -116,7 +116,7 @@ impl Relay {
                 self.handle_done();
             }
         }
-        self.tracker.release_synthetic(&mut self.to_client);
+        self.tracker.release_synthetic(&mut self.io.to_client);
         Ok(())
     }
 

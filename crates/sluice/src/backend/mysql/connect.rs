@@ -1,0 +1,193 @@
+//! Logging in to a MySQL/MariaDB server by itself (pools of configured users):
+//! HandshakeV10, the TLS upgrade inside the handshake, HandshakeResponse41 and the
+//! auth exchange (mysql_native_password, caching_sha2_password fast and full over TLS,
+//! auth switch).
+
+use super::{ServerConn, read_packet};
+use crate::backend::{Credentials, LoginError, Target, connect_tcp};
+use crate::error::{Error, Kind, Result, Side};
+use crate::stream::{Stream, write_all_flush};
+use bytes::BytesMut;
+use sluice_config::ServerTls;
+use sluice_wire_mysql::handshake::{
+    AuthSwitchRequest, HandshakeResponse41, HandshakeV10, SslRequest,
+};
+use sluice_wire_mysql::{auth, consts, packet, resp};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// How a pool opens MySQL connections by itself.
+pub struct Opener {
+    pub target: Target,
+    pub creds: Credentials,
+    pub database: String,
+    /// Capabilities the pool's clients use (those that change what the server answers
+    /// must be the same for every client of a pool).
+    pub caps: u64,
+    pub charset: u8,
+}
+
+/// Upgrades `stream` to TLS after an SSLRequest with `caps` (sequence id 1).
+pub async fn tls_upgrade(
+    t: &Target,
+    stream: Stream,
+    caps: u64,
+    charset: u8,
+    server_caps: u64,
+) -> Result<Stream> {
+    let addr = t.addr();
+    let Some(connector) = t.connector.as_ref() else {
+        return Ok(stream);
+    };
+    if server_caps & consts::CLIENT_SSL == 0 {
+        if t.tls == ServerTls::Prefer {
+            return Ok(stream);
+        }
+        return Err(Error::server_gone(format!(
+            "server {addr} does not support TLS"
+        )));
+    }
+    let Stream::Plain(tcp) = stream else {
+        return Ok(stream);
+    };
+    let mut req = Vec::new();
+    SslRequest {
+        capabilities: caps | consts::CLIENT_SSL,
+        max_packet: 1 << 30,
+        charset,
+    }
+    .encode(&mut req);
+    let mut out = BytesMut::new();
+    let mut seq = 1;
+    packet::write_packet(&mut out, &mut seq, &req);
+    let mut plain = Stream::Plain(tcp);
+    write_all_flush(&mut plain, &out).await?;
+    let Stream::Plain(tcp) = plain else {
+        return Ok(plain);
+    };
+    let name = rustls::pki_types::ServerName::try_from(t.server_name.clone())
+        .map_err(|e| Error::new(Kind::Io, Side::Internal, e.to_string()))?;
+    let tls = connector
+        .connect(name, tcp)
+        .await
+        .map_err(|e| Error::server_gone(format!("TLS handshake with {addr} failed: {e}")))?;
+    Ok(Stream::TlsClient(Box::new(tls)))
+}
+
+/// Opens and authenticates a connection; also returns the server's greeting.
+pub async fn login(op: &Opener) -> std::result::Result<(ServerConn, HandshakeV10), LoginError> {
+    let t = &op.target;
+    let mut stream = Stream::Plain(connect_tcp(t).await?);
+    let mut rbuf = BytesMut::new();
+    let (_, hello) = read_packet(&mut stream, &mut rbuf, t.max_message).await?;
+    if resp::is_err(&hello) {
+        return Err(LoginError::Server(hello));
+    }
+    let hs = HandshakeV10::parse(&hello).ok_or_else(|| {
+        Error::new(
+            Kind::Desync,
+            Side::Server,
+            "malformed handshake from server",
+        )
+    })?;
+    let mut caps = op.caps & hs.capabilities & consts::SLUICE_CAPS
+        | consts::CLIENT_PROTOCOL_41
+        | consts::CLIENT_SECURE_CONNECTION
+        | consts::CLIENT_PLUGIN_AUTH;
+    if op.database.is_empty() {
+        caps &= !consts::CLIENT_CONNECT_WITH_DB;
+    } else {
+        caps |= consts::CLIENT_CONNECT_WITH_DB;
+    }
+    let mut seq = 1u8;
+    if t.tls != ServerTls::Disable {
+        let before = stream.is_tls();
+        stream = tls_upgrade(t, stream, caps, op.charset, hs.capabilities).await?;
+        if stream.is_tls() && !before {
+            caps |= consts::CLIENT_SSL;
+            seq = 2;
+        }
+    }
+    let password = op.creds.password.as_deref().unwrap_or_default().as_bytes();
+    let salt = hs.scramble();
+    let plugin = hs.auth_plugin_name.clone();
+    let response = HandshakeResponse41 {
+        capabilities: caps,
+        max_packet: 1 << 30,
+        charset: op.charset,
+        username: op.creds.user.as_bytes().to_vec(),
+        auth_response: scramble_for(&plugin, password, salt),
+        database: (!op.database.is_empty()).then(|| op.database.as_bytes().to_vec()),
+        auth_plugin: Some(plugin.clone()),
+        attrs: None,
+    };
+    let mut payload = Vec::new();
+    response.encode(&mut payload);
+    let mut out = BytesMut::new();
+    packet::write_packet(&mut out, &mut seq, &payload);
+    write_all_flush(&mut stream, &out).await?;
+    let mut plugin = plugin;
+    loop {
+        let (s, p) = read_packet(&mut stream, &mut rbuf, t.max_message).await?;
+        seq = s.wrapping_add(1);
+        let reply: Vec<u8> = match p.first() {
+            Some(&resp::OK) => break,
+            Some(&resp::ERR) => return Err(LoginError::Server(p)),
+            Some(0xfe) => {
+                let sw = AuthSwitchRequest::parse(&p).ok_or_else(|| {
+                    Error::new(Kind::Desync, Side::Server, "malformed auth switch")
+                })?;
+                let (name, data) = (sw.plugin, sw.data);
+                plugin = name.to_vec();
+                let salt = data.strip_suffix(&[0]).unwrap_or(data);
+                scramble_for(&plugin, password, salt)
+            }
+            // caching_sha2_password: 3 = fast auth succeeded (OK follows), 4 = full
+            // authentication: the password itself, only over TLS.
+            Some(0x01) if p.get(1) == Some(&3) => continue,
+            Some(0x01) if p.get(1) == Some(&4) && stream.is_tls() => {
+                let mut v = password.to_vec();
+                v.push(0);
+                v
+            }
+            _ => {
+                return Err(LoginError::Proxy(Error::new(
+                    Kind::Auth,
+                    Side::Server,
+                    format!(
+                        "server {} asks for an authentication Sluice cannot do here ({}); use TLS towards the server or mysql_native_password",
+                        t.addr(),
+                        String::from_utf8_lossy(&plugin)
+                    ),
+                )));
+            }
+        };
+        let mut out = BytesMut::new();
+        packet::write_packet(&mut out, &mut seq, &reply);
+        write_all_flush(&mut stream, &out).await?;
+    }
+    let now = Instant::now();
+    let conn = ServerConn {
+        stream,
+        rbuf,
+        addr: Arc::from(t.addr()),
+        id: hs.connection_id,
+        caps,
+        status: hs.status,
+        database: op.database.clone(),
+        created: now,
+        last_used: now,
+        max_message: t.max_message,
+    };
+    Ok((conn, hs))
+}
+
+fn scramble_for(plugin: &[u8], password: &[u8], salt: &[u8]) -> Vec<u8> {
+    if password.is_empty() {
+        return Vec::new();
+    }
+    match plugin {
+        b"caching_sha2_password" => auth::sha2_scramble(password, salt).to_vec(),
+        _ => auth::native_scramble(password, salt).to_vec(),
+    }
+}

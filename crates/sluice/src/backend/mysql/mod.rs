@@ -1,0 +1,174 @@
+//! A MySQL/MariaDB server connection: the socket, the capabilities agreed with the
+//! server, the last status flags it reported, and the few exchanges Sluice runs on it by
+//! itself (login, reset). Below the pool in the flow; knows nothing of clients.
+
+mod connect;
+
+pub use connect::{Opener, login, tls_upgrade};
+
+use crate::backend::LoginError;
+use crate::error::{Error, Kind, Result, Side};
+use crate::stream::{Stream, write_all_flush};
+use bytes::{Buf, Bytes, BytesMut};
+use sluice_wire_mysql::{consts, packet, resp};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::io::AsyncReadExt;
+
+pub struct ServerConn {
+    pub stream: Stream,
+    /// Bytes read from the server not yet handled; they belong to this connection.
+    pub rbuf: BytesMut,
+    pub addr: Arc<str>,
+    /// The server's connection (thread) id.
+    pub id: u32,
+    /// Capabilities agreed with the server at login.
+    pub caps: u64,
+    /// Status flags of the last OK/EOF.
+    pub status: u16,
+    /// The database the connection logged in to (restored after a reset).
+    pub database: String,
+    pub created: Instant,
+    pub last_used: Instant,
+    pub max_message: usize,
+}
+
+impl ServerConn {
+    pub fn in_transaction(&self) -> bool {
+        self.status & consts::SERVER_STATUS_IN_TRANS != 0
+    }
+
+    /// Sends one command and reads its answer: OK (with the status flags) or the
+    /// server's ERR payload. Only for commands answered by a single packet.
+    pub async fn command(&mut self, payload: &[u8]) -> Result<std::result::Result<(), Bytes>> {
+        let mut out = BytesMut::new();
+        let mut seq = 0u8;
+        packet::write_packet(&mut out, &mut seq, payload);
+        write_all_flush(&mut self.stream, &out).await?;
+        let (_, answer) = read_packet(&mut self.stream, &mut self.rbuf, self.max_message).await?;
+        if resp::is_err(&answer) {
+            return Ok(Err(answer));
+        }
+        match resp::OkPacket::parse(&answer, self.caps) {
+            Some(ok) => {
+                self.status = ok.status;
+                Ok(Ok(()))
+            }
+            None => Err(Error::new(
+                Kind::Desync,
+                Side::Server,
+                "unexpected answer to a command Sluice sent",
+            )),
+        }
+    }
+
+    /// Brings the connection back to a clean state: COM_RESET_CONNECTION (which also
+    /// rolls back), then the login database again.
+    pub async fn reset(&mut self) -> Result<()> {
+        let failed = |what: &str, e: &[u8]| {
+            let msg = resp::ErrPacket::parse(e)
+                .map(|e| String::from_utf8_lossy(e.message).into_owned())
+                .unwrap_or_default();
+            Error::new(Kind::Desync, Side::Server, format!("{what} failed: {msg}"))
+        };
+        if let Err(e) = self.command(&[consts::COM_RESET_CONNECTION]).await? {
+            return Err(failed("COM_RESET_CONNECTION", &e));
+        }
+        if !self.database.is_empty() {
+            let mut p = vec![consts::COM_INIT_DB];
+            p.extend_from_slice(self.database.as_bytes());
+            if let Err(e) = self.command(&p).await? {
+                return Err(failed("COM_INIT_DB", &e));
+            }
+        }
+        Ok(())
+    }
+
+    /// An idle connection must have nothing to say: if the server closed it or sent
+    /// something, it is not reusable.
+    pub fn still_open(&mut self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(self.stream.tcp().try_read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+
+    pub fn close(mut self) {
+        // COM_QUIT, best effort: the socket is closed on drop either way.
+        if let Stream::Plain(s) = &mut self.stream {
+            let _ = s.try_write(&[1, 0, 0, 0, consts::COM_QUIT]);
+        }
+    }
+}
+
+impl crate::pool::PoolConn for ServerConn {
+    type Opener = Opener;
+    /// The server's greeting, as first seen (version, capabilities, charset).
+    type Welcome = Arc<sluice_wire_mysql::handshake::HandshakeV10>;
+
+    async fn open(op: &Opener) -> std::result::Result<Self, LoginError> {
+        login(op).await.map(|(c, _)| c)
+    }
+    fn created(&self) -> Instant {
+        self.created
+    }
+    fn last_used(&self) -> Instant {
+        self.last_used
+    }
+    fn set_last_used(&mut self, t: Instant) {
+        self.last_used = t;
+    }
+    fn is_idle(&self) -> bool {
+        !self.in_transaction()
+    }
+    fn still_open(&mut self) -> bool {
+        ServerConn::still_open(self)
+    }
+    async fn reset(&mut self, _reset_query: &str) -> Result<()> {
+        ServerConn::reset(self).await
+    }
+    fn close(self) {
+        ServerConn::close(self)
+    }
+}
+
+/// Reads one whole logical packet (split packets joined) from `stream`, buffering in
+/// `buf`: (sequence id of its last part, payload). For logins and Sluice's own
+/// commands, not the relay.
+pub async fn read_packet(
+    stream: &mut Stream,
+    buf: &mut BytesMut,
+    max: usize,
+) -> Result<(u8, Bytes)> {
+    let mut payload = BytesMut::new();
+    loop {
+        let (len, seq) = loop {
+            if let Some((len, seq)) = packet::header(buf)
+                && buf.len() >= 4 + len
+            {
+                break (len, seq);
+            }
+            if buf.len() >= 4 && payload.len() + packet::header(buf).map_or(0, |h| h.0) > max {
+                return Err(too_large(max));
+            }
+            if stream.read_buf(buf).await? == 0 {
+                return Err(Error::server_gone("connection closed"));
+            }
+        };
+        buf.advance(4);
+        if payload.len() + len > max {
+            return Err(too_large(max));
+        }
+        payload.extend_from_slice(&buf[..len]);
+        buf.advance(len);
+        if len < packet::MAX_PAYLOAD {
+            return Ok((seq, payload.freeze()));
+        }
+    }
+}
+
+fn too_large(max: usize) -> Error {
+    Error::new(
+        Kind::Protocol,
+        Side::Server,
+        format!("packet larger than the {max}-byte cap"),
+    )
+}

@@ -1,0 +1,95 @@
+//! MySQL/MariaDB frontend: the client side of the protocol. Sends the greeting, runs the
+//! TLS upgrade and authentication, gets the client a server connection through the
+//! router and pool, then hands the session to the relay loop.
+
+mod login;
+mod relay;
+
+use crate::error::{Error, Kind};
+use crate::frontend::ListenerCtx;
+use crate::shared::{ClientSlot, Shared};
+use crate::stream::{Stream, write_all_flush};
+use bytes::BytesMut;
+use sluice_wire_mysql::{consts, packet, resp};
+use std::sync::Arc;
+use tokio::net::TcpStream;
+
+/// How long a client may take from connecting to being logged in.
+const LOGIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A client connection and the bytes read from it but not yet handled.
+pub struct Client {
+    pub stream: Stream,
+    pub buf: BytesMut,
+    /// Capabilities agreed with the client (0 before its HandshakeResponse).
+    pub caps: u64,
+}
+
+/// The MySQL error code and SQLSTATE a client sees for one of Sluice's errors.
+pub fn error_code(e: &Error) -> (u16, &'static str) {
+    match e.kind {
+        Kind::Auth => (consts::ER_ACCESS_DENIED_ERROR, "28000"),
+        Kind::PoolTimeout => (consts::ER_CON_COUNT_ERROR, "08004"),
+        Kind::Protocol => (consts::ER_UNKNOWN_COM_ERROR, "08S01"),
+        Kind::Unsupported => (1235, "42000"),
+        Kind::Shutdown => (1053, "08S01"),
+        Kind::ServerGone | Kind::Desync | Kind::Io => (consts::CR_SERVER_LOST, "HY000"),
+    }
+}
+
+/// Queues an ERR packet for `e` with sequence id `seq`.
+pub fn queue_error(out: &mut BytesMut, seq: u8, e: &Error) {
+    let (code, state) = error_code(e);
+    queue_err(out, seq, code, state, &e.message);
+}
+
+pub fn queue_err(out: &mut BytesMut, seq: u8, code: u16, state: &str, msg: &str) {
+    let mut payload = Vec::new();
+    let state: &[u8; 5] = state.as_bytes().try_into().unwrap_or(b"HY000");
+    resp::encode_err(&mut payload, code, state, msg.as_bytes());
+    let mut seq = seq;
+    packet::write_packet(out, &mut seq, &payload);
+}
+
+impl Client {
+    /// Sends an error and gives up on the client (best effort: it may be gone).
+    pub async fn fatal(&mut self, seq: u8, e: &Error) {
+        let mut out = BytesMut::new();
+        queue_error(&mut out, seq, e);
+        let _ = write_all_flush(&mut self.stream, &out).await;
+    }
+
+    /// Sends an ERR with an explicit code and gives up on the client.
+    pub async fn fatal_code(&mut self, seq: u8, code: u16, state: &str, msg: &str) {
+        let mut out = BytesMut::new();
+        queue_err(&mut out, seq, code, state, msg);
+        let _ = write_all_flush(&mut self.stream, &out).await;
+    }
+}
+
+pub async fn serve(
+    shared: Arc<Shared>,
+    ctx: Arc<ListenerCtx>,
+    tcp: TcpStream,
+    slot: Option<ClientSlot>,
+) {
+    let mut client = Client {
+        stream: Stream::Plain(tcp),
+        buf: BytesMut::new(),
+        caps: consts::CLIENT_PROTOCOL_41,
+    };
+    let Some(_slot) = slot else {
+        let e = Error::new(
+            Kind::PoolTimeout,
+            crate::error::Side::Client,
+            "Too many connections",
+        );
+        client.fatal(0, &e).await;
+        return;
+    };
+    let login = login::login(&shared, &ctx, client);
+    let Ok(Some((session, client))) = tokio::time::timeout(LOGIN_TIMEOUT, login).await else {
+        return;
+    };
+    relay::run(shared, session, client).await;
+}

@@ -1,0 +1,359 @@
+//! The relay loop of a MySQL session. Client packets go to the server and server packets
+//! to the client unchanged (sequence ids restart at every command on both legs, so they
+//! match); Sluice reads only the first bytes of each packet: the command of each request,
+//! and, through the response tracker, where each answer ends and the status flags it
+//! leaves (in a transaction or not). That tells when a server connection may go back to
+//! the pool. Split packets (16 MiB and more) and LOAD DATA LOCAL file contents stream
+//! through as whole physical packets.
+
+use super::login::Session;
+use super::{Client, queue_err, queue_error};
+use crate::error::{Error, Kind, Side};
+use crate::frontend::pump::{Event, Pump};
+use crate::shared::Shared;
+use bytes::Buf;
+use sluice_config::PoolMode;
+use sluice_wire_mysql::track::{Step, Tracker};
+use sluice_wire_mysql::{consts, packet};
+use std::sync::Arc;
+
+/// How a session ended.
+enum End {
+    ClientLeft,
+    Shutdown,
+    Failed(Error),
+}
+
+/// What the client's next packets are.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Incoming {
+    /// A new command (sequence id 0).
+    Command,
+    /// The file of a LOAD DATA LOCAL, up to an empty packet.
+    File,
+    /// One packet of an authentication exchange (COM_CHANGE_USER).
+    Auth,
+}
+
+struct Relay {
+    s: Session,
+    io: Pump,
+    tracker: Tracker,
+    incoming: Incoming,
+    /// The next physical packet from the client / server continues a split one.
+    c_cont: bool,
+    s_cont: bool,
+    /// Bytes of the client's current logical packet so far (for the size cap).
+    c_logical: usize,
+    /// Sequence id of the client's last packet (Sluice's own answers follow it).
+    c_seq: u8,
+    /// Status flags of the last complete answer.
+    status: u16,
+}
+
+pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
+    let mut r = Relay {
+        io: Pump::new(&shared, client.stream, client.buf),
+        tracker: Tracker::new(client.caps),
+        incoming: Incoming::Command,
+        c_cont: false,
+        s_cont: false,
+        c_logical: 0,
+        c_seq: 0,
+        status: consts::SERVER_STATUS_AUTOCOMMIT,
+        s: session,
+    };
+    let end = r.main_loop().await;
+    r.finish(end).await;
+}
+
+impl Relay {
+    async fn main_loop(&mut self) -> End {
+        if !self.io.cbuf.is_empty()
+            && let Err(end) = self.on_client().await
+        {
+            return end;
+        }
+        loop {
+            self.maybe_release();
+            if self.io.shutting_down && self.idle() && self.io.to_client.is_empty() {
+                return End::Shutdown;
+            }
+            let server = self
+                .s
+                .lease
+                .as_mut()
+                .map(|l| (&mut l.conn.stream, &mut l.conn.rbuf));
+            let step = match self.io.next(server).await {
+                Event::ServerRead(Ok(0)) => Err(End::Failed(Error::server_gone(
+                    "Lost connection to server during query",
+                ))),
+                Event::ServerRead(Ok(_)) => self.on_server(),
+                Event::ServerRead(Err(e)) => Err(End::Failed(Error::server_gone(format!(
+                    "Lost connection to server during query: {e}"
+                )))),
+                Event::ClientRead(Ok(0)) | Event::ClientRead(Err(_)) => Err(End::ClientLeft),
+                Event::ClientRead(Ok(_)) => self.on_client().await,
+                Event::Wrote => Ok(()),
+                Event::WriteFailed(Side::Client, _) => Err(End::ClientLeft),
+                Event::WriteFailed(_, e) => Err(End::Failed(Error::server_gone(format!(
+                    "Lost connection to server during query: {e}"
+                )))),
+                Event::Shutdown => {
+                    self.io.shutting_down = true;
+                    Ok(())
+                }
+            };
+            if let Err(end) = step {
+                return end;
+            }
+        }
+    }
+
+    /// No request of this client is being served and no packet is half through.
+    fn idle(&self) -> bool {
+        self.tracker.is_idle()
+            && self.incoming == Incoming::Command
+            && !self.c_cont
+            && !self.s_cont
+            && self.io.to_server.is_empty()
+    }
+
+    fn in_transaction(&self) -> bool {
+        self.status & consts::SERVER_STATUS_IN_TRANS != 0
+            || self.status & consts::SERVER_STATUS_AUTOCOMMIT == 0
+    }
+
+    /// In transaction mode, gives the server connection back as soon as the client is
+    /// between transactions.
+    fn maybe_release(&mut self) {
+        if self.s.mode != PoolMode::Transaction || self.s.lease.is_none() {
+            return;
+        }
+        let server_quiet = self.s.lease.as_ref().is_some_and(|l| l.rbuf.is_empty());
+        if self.idle()
+            && server_quiet
+            && !self.in_transaction()
+            && let Some(l) = self.s.lease.take()
+        {
+            l.put_back();
+        }
+    }
+
+    /// Handles every complete physical packet the client sent.
+    async fn on_client(&mut self) -> Result<(), End> {
+        while let Some((len, seq)) = packet::header(&self.io.cbuf) {
+            if self.c_logical + len > self.s.max_message {
+                let e = Error::new(
+                    Kind::Protocol,
+                    Side::Client,
+                    "Got a packet bigger than 'max_allowed_packet' bytes",
+                );
+                queue_err(
+                    &mut self.io.to_client,
+                    seq.wrapping_add(1),
+                    consts::ER_NET_PACKET_TOO_LARGE,
+                    "08S01",
+                    &e.message,
+                );
+                return Err(End::Failed(e));
+            }
+            if self.io.cbuf.len() < 4 + len {
+                return Ok(());
+            }
+            if !self.c_cont {
+                self.c_logical = 0;
+                if self.incoming == Incoming::Command {
+                    if let Some(done) = self.command(len, seq).await? {
+                        self.io.cbuf.advance(4 + done);
+                        continue;
+                    }
+                } else if self.incoming == Incoming::Auth
+                    || self.incoming == Incoming::File && len == 0
+                {
+                    // The last packet of the file (empty) or the one auth answer.
+                    self.incoming = Incoming::Command;
+                }
+            }
+            self.c_seq = seq;
+            self.c_cont = len == packet::MAX_PAYLOAD;
+            self.c_logical += len;
+            if self.s.lease.is_none() {
+                // File or auth data with no server to go to: the session is broken.
+                return Err(End::Failed(Error::protocol("packet out of order")));
+            }
+            self.io
+                .to_server
+                .extend_from_slice(&self.io.cbuf[..4 + len]);
+            self.io.cbuf.advance(4 + len);
+        }
+        Ok(())
+    }
+
+    /// A new command from the client. Returns `Some(n)` when Sluice handled the packet
+    /// itself (it is dropped: n payload bytes), `None` when it goes to the server.
+    async fn command(&mut self, len: usize, seq: u8) -> Result<Option<usize>, End> {
+        let cmd = self.io.cbuf.get(4).copied();
+        let answer_seq = seq.wrapping_add(1);
+        if seq != 0 {
+            queue_err(
+                &mut self.io.to_client,
+                answer_seq,
+                consts::ER_NET_PACKETS_OUT_OF_ORDER,
+                "08S01",
+                "Got packets out of order",
+            );
+            return Err(End::Failed(Error::protocol("Got packets out of order")));
+        }
+        let Some(cmd) = cmd else {
+            queue_err(
+                &mut self.io.to_client,
+                answer_seq,
+                consts::ER_UNKNOWN_COM_ERROR,
+                "08S01",
+                "Unknown command",
+            );
+            return Ok(Some(len));
+        };
+        if cmd == consts::COM_QUIT {
+            return Err(End::ClientLeft);
+        }
+        if !known_command(cmd) {
+            queue_err(
+                &mut self.io.to_client,
+                answer_seq,
+                consts::ER_UNKNOWN_COM_ERROR,
+                "08S01",
+                "Unknown command",
+            );
+            return Ok(Some(len));
+        }
+        if self.s.lease.is_none() {
+            match self.s.pool.lease().await {
+                Ok(l) => self.s.lease = Some(l),
+                Err(crate::backend::LoginError::Proxy(e)) => {
+                    queue_error(&mut self.io.to_client, answer_seq, &e);
+                    if e.kind == Kind::PoolTimeout {
+                        return Ok(Some(len));
+                    }
+                    return Err(End::Failed(e));
+                }
+                Err(crate::backend::LoginError::Server(err)) => {
+                    let mut s = answer_seq;
+                    packet::write_packet(&mut self.io.to_client, &mut s, &err);
+                    return Ok(Some(len));
+                }
+            }
+        }
+        self.tracker.expect(cmd);
+        Ok(None)
+    }
+
+    /// Handles every complete physical packet the server sent.
+    fn on_server(&mut self) -> Result<(), End> {
+        let Some(lease) = self.s.lease.as_mut() else {
+            return Ok(());
+        };
+        let rbuf = &mut lease.conn.rbuf;
+        while let Some((len, _)) = packet::header(rbuf) {
+            if rbuf.len() < 4 + len {
+                break;
+            }
+            if !self.s_cont {
+                let payload = &rbuf[4..4 + len];
+                let head = &payload[..payload.len().min(64)];
+                match self.tracker.on_packet(head, len) {
+                    Ok(Step::Done { status, .. }) => {
+                        self.status = status;
+                        lease.conn.status = status;
+                    }
+                    Ok(Step::LocalInfile) => self.incoming = Incoming::File,
+                    Ok(Step::Auth) => {
+                        // caching_sha2's "fast auth succeeded" needs no answer.
+                        if payload != [1, 3] {
+                            self.incoming = Incoming::Auth;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => {
+                        return Err(End::Failed(Error::new(
+                            Kind::Desync,
+                            Side::Server,
+                            "the server sent a packet Sluice cannot place",
+                        )));
+                    }
+                }
+            }
+            self.s_cont = len == packet::MAX_PAYLOAD;
+            self.io.to_client.extend_from_slice(&rbuf[..4 + len]);
+            rbuf.advance(4 + len);
+        }
+        Ok(())
+    }
+
+    async fn finish(&mut self, end: End) {
+        match &end {
+            End::Failed(e) => {
+                tracing::info!(client = self.s.id, error = %e, "closing client session");
+                if e.side != Side::Client {
+                    queue_error(&mut self.io.to_client, self.c_seq.wrapping_add(1), e);
+                }
+            }
+            End::Shutdown => {
+                let e = Error::new(
+                    Kind::Shutdown,
+                    Side::Internal,
+                    "Server shutdown in progress",
+                );
+                queue_error(&mut self.io.to_client, 0, &e);
+            }
+            End::ClientLeft => {}
+        }
+        if !matches!(end, End::ClientLeft) {
+            self.io.flush_client_now().await;
+        }
+        let Some(lease) = self.s.lease.take() else {
+            return;
+        };
+        let clean = self.idle() && lease.conn.rbuf.is_empty();
+        match end {
+            End::Failed(Error {
+                kind: Kind::ServerGone | Kind::Desync,
+                ..
+            }) => lease.discard(),
+            // A pass-through pool cannot open connections: in session mode it never
+            // hands one out again.
+            _ if clean && (self.s.mode == PoolMode::Transaction || self.s.pool.can_open()) => {
+                lease.reset_and_put_back().await;
+            }
+            // Mid-request, the connection's state is unknown.
+            _ => lease.discard(),
+        }
+    }
+}
+
+fn known_command(cmd: u8) -> bool {
+    matches!(
+        cmd,
+        consts::COM_INIT_DB
+            | consts::COM_QUERY
+            | consts::COM_FIELD_LIST
+            | consts::COM_STATISTICS
+            | consts::COM_PROCESS_KILL
+            | consts::COM_PING
+            | consts::COM_CHANGE_USER
+            | consts::COM_STMT_PREPARE
+            | consts::COM_STMT_EXECUTE
+            | consts::COM_STMT_SEND_LONG_DATA
+            | consts::COM_STMT_CLOSE
+            | consts::COM_STMT_RESET
+            | consts::COM_SET_OPTION
+            | consts::COM_STMT_FETCH
+            | consts::COM_RESET_CONNECTION
+            | consts::COM_CREATE_DB
+            | consts::COM_DROP_DB
+            | consts::COM_REFRESH
+            | consts::COM_DEBUG
+            | consts::COM_PROCESS_INFO
+    )
+}

@@ -1,0 +1,152 @@
+//! The IO of a relaying session, for either protocol: one task per client moves bytes
+//! both ways between the client and whatever server connection it holds, without
+//! blocking either direction on the other (a client may pipeline far more than a socket
+//! buffer holds). The protocol's relay decides what the bytes mean; this only reads,
+//! writes, applies back-pressure and notices shutdown.
+
+use crate::error::Side;
+use crate::stream::Stream;
+use bytes::{Buf, BytesMut};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::io::AsyncWrite;
+
+/// Stop reading a side while this much is waiting to be written to the other.
+pub const HIGH_WATER: usize = 256 * 1024;
+const READ_CHUNK: usize = 16 * 1024;
+
+pub enum Event {
+    ServerRead(std::io::Result<usize>),
+    ClientRead(std::io::Result<usize>),
+    Wrote,
+    WriteFailed(Side, std::io::Error),
+    Shutdown,
+}
+
+/// The client socket, the bytes in flight each way, and the shutdown signal.
+pub struct Pump {
+    pub client: Stream,
+    /// Bytes read from the client not yet handled.
+    pub cbuf: BytesMut,
+    pub to_client: BytesMut,
+    pub to_server: BytesMut,
+    pub shutting_down: bool,
+    flush_client: bool,
+    flush_server: bool,
+    shutdown_wait: Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+fn reserve(buf: &mut BytesMut) {
+    if buf.capacity() - buf.len() < 1024 {
+        buf.reserve(READ_CHUNK);
+    }
+}
+
+impl Pump {
+    pub fn new(shared: &Arc<crate::shared::Shared>, client: Stream, cbuf: BytesMut) -> Pump {
+        let mut rx = shared.shutdown.clone();
+        Pump {
+            client,
+            cbuf,
+            to_client: BytesMut::new(),
+            to_server: BytesMut::new(),
+            shutting_down: false,
+            flush_client: false,
+            flush_server: false,
+            shutdown_wait: Box::pin(async move {
+                let _ = rx.wait_for(|s| *s).await;
+            }),
+        }
+    }
+
+    /// Waits for the next thing to handle. `server`: the held server connection's
+    /// socket and read buffer, if any.
+    pub fn poll_io(
+        &mut self,
+        server: Option<(&mut Stream, &mut BytesMut)>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Event> {
+        if let Some((stream, rbuf)) = server {
+            if self.to_client.len() < HIGH_WATER {
+                reserve(rbuf);
+                if let Poll::Ready(r) =
+                    tokio_util::io::poll_read_buf(Pin::new(&mut *stream), cx, rbuf)
+                {
+                    return Poll::Ready(Event::ServerRead(r));
+                }
+            }
+            if !self.to_server.is_empty() {
+                match Pin::new(&mut *stream).poll_write(cx, &self.to_server) {
+                    Poll::Ready(Ok(n)) => {
+                        self.to_server.advance(n);
+                        self.flush_server = stream.is_tls();
+                        return Poll::Ready(Event::Wrote);
+                    }
+                    Poll::Ready(Err(e)) => return Poll::Ready(Event::WriteFailed(Side::Server, e)),
+                    Poll::Pending => {}
+                }
+            } else if self.flush_server {
+                match Pin::new(&mut *stream).poll_flush(cx) {
+                    Poll::Ready(Ok(())) => self.flush_server = false,
+                    Poll::Ready(Err(e)) => return Poll::Ready(Event::WriteFailed(Side::Server, e)),
+                    Poll::Pending => {}
+                }
+            }
+        }
+        if !self.to_client.is_empty() {
+            match Pin::new(&mut self.client).poll_write(cx, &self.to_client) {
+                Poll::Ready(Ok(n)) => {
+                    self.to_client.advance(n);
+                    self.flush_client = self.client.is_tls();
+                    return Poll::Ready(Event::Wrote);
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Event::WriteFailed(Side::Client, e)),
+                Poll::Pending => {}
+            }
+        } else if self.flush_client {
+            match Pin::new(&mut self.client).poll_flush(cx) {
+                Poll::Ready(Ok(())) => self.flush_client = false,
+                Poll::Ready(Err(e)) => return Poll::Ready(Event::WriteFailed(Side::Client, e)),
+                Poll::Pending => {}
+            }
+        }
+        // While draining, the client may still finish its transaction: keep reading
+        // until it is between transactions (the relay then ends the session).
+        if self.to_server.len() < HIGH_WATER {
+            reserve(&mut self.cbuf);
+            if let Poll::Ready(r) =
+                tokio_util::io::poll_read_buf(Pin::new(&mut self.client), cx, &mut self.cbuf)
+            {
+                return Poll::Ready(Event::ClientRead(r));
+            }
+        }
+        if !self.shutting_down && self.shutdown_wait.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Event::Shutdown);
+        }
+        Poll::Pending
+    }
+
+    /// The next event (see [`Pump::poll_io`]).
+    pub async fn next(&mut self, mut server: Option<(&mut Stream, &mut BytesMut)>) -> Event {
+        std::future::poll_fn(|cx| {
+            let s = server.as_mut().map(|(st, b)| (&mut **st, &mut **b));
+            self.poll_io(s, cx)
+        })
+        .await
+    }
+
+    /// Writes what is queued for the client (within a few seconds), e.g. a last error.
+    pub async fn flush_client_now(&mut self) {
+        if self.to_client.is_empty() {
+            return;
+        }
+        let out = std::mem::take(&mut self.to_client);
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            crate::stream::write_all_flush(&mut self.client, &out),
+        )
+        .await;
+    }
+}

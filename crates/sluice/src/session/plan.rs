@@ -1,0 +1,100 @@
+//! Where a new client's session goes, for either protocol: the listener's route, the
+//! server to reach and how, and the pool its connections come from (one per server,
+//! database, server user and shaping parameters, under the listener's pool policy).
+
+use crate::backend::Target;
+use crate::error::Error;
+use crate::frontend::ListenerCtx;
+use crate::pool::{Pool, PoolConn, PoolKey, Pools, Settings};
+use crate::shared::Shared;
+use sluice_config::{AuthMethod, Config, PoolMode, User};
+use std::sync::Arc;
+
+/// The outcome of planning a login.
+pub struct Plan<C: PoolConn> {
+    pub config: Arc<Config>,
+    pub mode: PoolMode,
+    pub target: Target,
+    pub pool: Arc<Pool<C>>,
+    /// The user Sluice logs in as on the server.
+    pub server_user: String,
+}
+
+impl<C: PoolConn> Plan<C> {
+    /// The `[users]` entry of the client's user, if configured.
+    pub fn user_cfg<'a>(&'a self, user: &str) -> Option<&'a User> {
+        self.config.users.get(user)
+    }
+}
+
+/// The server a listener's clients go to now, and how to reach it.
+pub fn target(shared: &Shared, ctx: &ListenerCtx) -> Result<(Arc<Config>, Target), Error> {
+    let config = shared.config.load_full();
+    let pool_cfg = config.pool_for(&ctx.cfg);
+    let route = crate::router::route(&ctx.cfg, &config).ok_or_else(|| {
+        Error::server_gone(format!(
+            "listener \"{}\" has no server to route to",
+            ctx.cfg.name
+        ))
+    })?;
+    let server = route.server;
+    let target = Target {
+        host: server.host.clone(),
+        port: server.port,
+        tls: server.tls,
+        connector: shared.connectors.get(&server.name).cloned(),
+        server_name: server.tls_server_name.clone(),
+        connect_timeout: pool_cfg.connect_timeout,
+        max_message: config.general.max_message_size,
+    };
+    Ok((config, target))
+}
+
+/// Plans the session of `user` on `database`. `extra`: startup parameters that shape a
+/// server connection for good (they separate pools); `default_reset`: the protocol's
+/// reset command when the pool configures none.
+pub fn plan<C: PoolConn>(
+    shared: &Shared,
+    ctx: &ListenerCtx,
+    pools: &Pools<C>,
+    user: &str,
+    database: &str,
+    extra: Vec<(String, String)>,
+    default_reset: &str,
+) -> Result<Plan<C>, Error> {
+    let (config, target) = target(shared, ctx)?;
+    let pool_cfg = config.pool_for(&ctx.cfg).clone();
+    let user_cfg = config.users.get(user);
+    let server_user = match (ctx.cfg.auth, user_cfg) {
+        (AuthMethod::Passthrough, _) | (_, None) => user.to_owned(),
+        (_, Some(u)) => u.server_user().to_owned(),
+    };
+    let key = PoolKey {
+        policy: pool_cfg.name.clone(),
+        server: target.addr(),
+        database: database.to_owned(),
+        user: server_user.clone(),
+        extra,
+    };
+    let settings = Settings {
+        size: pool_cfg.size_for(user_cfg),
+        min_idle: pool_cfg.min_idle,
+        wait_timeout: pool_cfg.wait_timeout,
+        idle_timeout: pool_cfg.idle_timeout.unwrap_or_default(),
+        lifetime: pool_cfg.server_lifetime.unwrap_or_default(),
+        statement_cache: pool_cfg.statement_cache_size,
+        reset_query: pool_cfg
+            .reset_query
+            .clone()
+            .unwrap_or_else(|| default_reset.into()),
+    };
+    let pool_name = format!("{}/{}@{}", pool_cfg.name, server_user, database);
+    let pool = pools.get_or_create(&key, || Pool::new(pool_name, key.clone(), settings));
+    Ok(Plan {
+        mode: pool_cfg.mode,
+        config,
+        target,
+        pool,
+        server_user,
+    })
+}

@@ -1,0 +1,185 @@
+//! Helpers for the MySQL integration tests: a real MariaDB server from the test kit, a
+//! Sluice config in front of it, and mysql_async connection options.
+#![allow(dead_code)]
+
+use mysql_async::{Conn, OptsBuilder, SslOpts};
+use sluice_testkit::MariaDbServer;
+use std::net::SocketAddr;
+
+pub const APP_USER: &str = "app";
+pub const APP_PW: &str = "app-secret";
+
+/// A test server with an `app` user (mysql_native_password) and database `test`.
+pub fn mariadb() -> MariaDbServer {
+    let db = MariaDbServer::start().expect("start MariaDB");
+    db.create_user(APP_USER, APP_PW, "mysql_native_password")
+        .expect("create user");
+    db
+}
+
+/// Sluice config text: one MariaDB server, a session-mode passthrough listener
+/// `session`, a transaction-mode passthrough listener `tx`; `extra` is appended.
+pub fn config_text(db: &MariaDbServer, pool_size: usize, wait: &str, extra: &str) -> String {
+    format!(
+        r#"
+[general]
+shutdown_timeout = "5s"
+max_message_size = "64MiB"
+
+[servers.my]
+protocol = "mysql"
+host = "127.0.0.1"
+port = {port}
+
+[clusters.my]
+servers = ["my"]
+
+[pools.session]
+mode = "session"
+size = {pool_size}
+wait_timeout = "{wait}"
+
+[pools.tx]
+mode = "transaction"
+size = {pool_size}
+wait_timeout = "{wait}"
+
+[listeners.session]
+protocol = "mysql"
+address = "127.0.0.1:0"
+cluster = "my"
+pool = "session"
+auth = "passthrough"
+
+[listeners.tx]
+protocol = "mysql"
+address = "127.0.0.1:0"
+cluster = "my"
+pool = "tx"
+auth = "passthrough"
+{extra}
+"#,
+        port = db.port(),
+    )
+}
+
+pub fn opts(a: SocketAddr, user: &str, pw: &str, db: Option<&str>) -> OptsBuilder {
+    OptsBuilder::default()
+        .ip_or_hostname(a.ip().to_string())
+        .tcp_port(a.port())
+        .user(Some(user))
+        .pass(Some(pw))
+        .db_name(db)
+        .prefer_socket(false)
+}
+
+pub async fn connect(a: SocketAddr) -> Conn {
+    Conn::new(opts(a, APP_USER, APP_PW, Some("test")))
+        .await
+        .expect("connect through sluice")
+}
+
+pub fn tls_opts(ca: &std::path::Path) -> SslOpts {
+    SslOpts::default()
+        .with_root_certs(vec![ca.to_path_buf().into()])
+        .with_disable_built_in_roots(true)
+}
+
+/// A raw MySQL client for sending exactly the packets a test needs.
+pub struct RawMy {
+    pub s: tokio::net::TcpStream,
+    pub buf: bytes::BytesMut,
+}
+
+impl RawMy {
+    /// Connects and logs in with mysql_native_password (the greeting's scramble).
+    pub async fn login(a: SocketAddr, user: &str, pw: &str) -> RawMy {
+        use sluice_wire_mysql::consts::*;
+        use sluice_wire_mysql::handshake::{HandshakeResponse41, HandshakeV10};
+        let s = tokio::net::TcpStream::connect(a).await.unwrap();
+        let mut r = RawMy {
+            s,
+            buf: bytes::BytesMut::new(),
+        };
+        let (_, hello) = r.read().await.expect("greeting");
+        let hs = HandshakeV10::parse(&hello).expect("handshake");
+        let caps = CLIENT_PROTOCOL_41
+            | CLIENT_SECURE_CONNECTION
+            | CLIENT_PLUGIN_AUTH
+            | CLIENT_LONG_PASSWORD
+            | CLIENT_TRANSACTIONS
+            | CLIENT_MULTI_RESULTS
+            | CLIENT_LOCAL_FILES
+            | CLIENT_CONNECT_WITH_DB;
+        let resp = HandshakeResponse41 {
+            capabilities: caps & hs.capabilities,
+            max_packet: 1 << 24,
+            charset: 45,
+            username: user.as_bytes().to_vec(),
+            auth_response: sluice_wire_mysql::auth::native_scramble(pw.as_bytes(), hs.scramble())
+                .to_vec(),
+            database: Some(b"test".to_vec()),
+            auth_plugin: Some(b"mysql_native_password".to_vec()),
+            attrs: None,
+        };
+        let mut p = Vec::new();
+        resp.encode(&mut p);
+        r.send(1, &p).await;
+        let (_, ok) = r.read().await.expect("login answer");
+        assert_eq!(ok.first(), Some(&0), "login failed: {ok:?}");
+        r
+    }
+
+    pub async fn send(&mut self, seq: u8, payload: &[u8]) {
+        use tokio::io::AsyncWriteExt;
+        let mut out = bytes::BytesMut::new();
+        let mut seq = seq;
+        sluice_wire_mysql::packet::write_packet(&mut out, &mut seq, payload);
+        self.s.write_all(&out).await.unwrap();
+    }
+
+    pub async fn send_raw(&mut self, bytes: &[u8]) {
+        use tokio::io::AsyncWriteExt;
+        self.s.write_all(bytes).await.unwrap();
+    }
+
+    /// One physical packet: (seq, payload); None when the connection closed.
+    pub async fn read(&mut self) -> Option<(u8, Vec<u8>)> {
+        use bytes::Buf;
+        use tokio::io::AsyncReadExt;
+        loop {
+            if let Some((len, seq)) = sluice_wire_mysql::packet::header(&self.buf)
+                && self.buf.len() >= 4 + len
+            {
+                let p = self.buf[4..4 + len].to_vec();
+                self.buf.advance(4 + len);
+                return Some((seq, p));
+            }
+            let n = tokio::time::timeout(
+                std::time::Duration::from_secs(20),
+                self.s.read_buf(&mut self.buf),
+            )
+            .await
+            .expect("no answer within 20 s")
+            .ok()?;
+            if n == 0 {
+                return None;
+            }
+        }
+    }
+
+    /// Reads an ERR packet: (seq, code, message).
+    pub async fn read_err(&mut self) -> (u8, u16, String) {
+        let (seq, p) = self.read().await.expect("an ERR packet");
+        assert_eq!(p.first(), Some(&0xff), "expected ERR, got {p:?}");
+        let code = u16::from_le_bytes([p[1], p[2]]);
+        let msg = String::from_utf8_lossy(&p[9..]).into_owned();
+        (seq, code, msg)
+    }
+
+    /// COM_PING answered with OK.
+    pub async fn ping_ok(&mut self) -> bool {
+        self.send(0, &[0x0e]).await;
+        matches!(self.read().await, Some((1, p)) if p.first() == Some(&0))
+    }
+}

@@ -1,0 +1,151 @@
+//! MySQL through Sluice in session mode with pass-through auth: text and binary
+//! protocol, multi-statements with several result sets, 16 MiB+ packets both ways, TLS
+//! towards the client, and the server's own errors for a wrong password or database.
+
+mod common;
+
+use common::my::*;
+use common::{addr, sluice};
+use mysql_async::prelude::*;
+use mysql_async::{Conn, Row};
+
+#[tokio::test]
+async fn text_binary_multi_results_and_big_packets() {
+    let db = mariadb();
+    let h = sluice(&config_text(&db, 4, "2s", "")).await;
+    let a = addr(&h, "session");
+    let mut c = connect(a).await;
+
+    let one: Option<i64> = c.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+    // The connection id the client sees is the server's.
+    let id: Option<u32> = c.query_first("SELECT CONNECTION_ID()").await.unwrap();
+    assert_eq!(id, Some(c.id()));
+
+    c.query_drop("CREATE TABLE t (id INT PRIMARY KEY AUTO_INCREMENT, v VARCHAR(50), b LONGBLOB)")
+        .await
+        .unwrap();
+    // Binary protocol: prepared statements with parameters.
+    let stmt = c.prep("INSERT INTO t (v) VALUES (?)").await.unwrap();
+    for i in 0..20 {
+        c.exec_drop(&stmt, (format!("row {i}"),)).await.unwrap();
+    }
+    assert_eq!(c.last_insert_id(), Some(20));
+    let rows: Vec<(i32, String)> = c
+        .exec("SELECT id, v FROM t WHERE id > ? ORDER BY id", (15,))
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 5);
+    assert_eq!(rows[0], (16, "row 15".to_string()));
+    c.close(stmt).await.unwrap();
+
+    // Several result sets from one COM_QUERY, with an OK in between.
+    let mut result = c
+        .query_iter("SELECT 1 AS a; UPDATE t SET v = 'x' WHERE id = 1; SELECT 2 AS b, 3 AS c")
+        .await
+        .unwrap();
+    let first: Vec<Row> = result.collect().await.unwrap();
+    assert_eq!(first.len(), 1);
+    let _: Vec<Row> = result.collect().await.unwrap();
+    let third: Vec<(i64, i64)> = result.collect().await.unwrap();
+    assert_eq!(third, vec![(2, 3)]);
+    drop(result);
+
+    // An error in the middle of a multi-statement ends the answer; the session goes on.
+    let err = c
+        .query_drop("SELECT 1; SELECT * FROM no_such_table; SELECT 3")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("no_such_table"), "{err}");
+    let two: Option<i64> = c.query_first("SELECT 2").await.unwrap();
+    assert_eq!(two, Some(2));
+
+    // 20 MiB one way and back: split packets in both directions.
+    let big: Vec<u8> = (0..20 * 1024 * 1024).map(|i| (i % 251) as u8).collect();
+    c.exec_drop("UPDATE t SET b = ? WHERE id = 2", (big.clone(),))
+        .await
+        .unwrap();
+    let back: Option<Vec<u8>> = c.query_first("SELECT b FROM t WHERE id = 2").await.unwrap();
+    assert_eq!(back.as_deref().map(<[u8]>::len), Some(big.len()));
+    assert!(back.unwrap() == big);
+    let len: Option<i64> = c
+        .exec_first("SELECT LENGTH(b) FROM t WHERE id = ?", (2,))
+        .await
+        .unwrap();
+    assert_eq!(len, Some(big.len() as i64));
+
+    c.ping().await.unwrap();
+    c.reset().await.unwrap();
+    c.query_drop("USE mysql").await.unwrap();
+    let cur: Option<String> = c.query_first("SELECT DATABASE()").await.unwrap();
+    assert_eq!(cur.as_deref(), Some("mysql"));
+    c.disconnect().await.unwrap();
+    h.shutdown(std::time::Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn server_errors_reach_the_client() {
+    let db = mariadb();
+    let h = sluice(&config_text(&db, 4, "2s", "")).await;
+    let a = addr(&h, "session");
+    let err = Conn::new(opts(a, APP_USER, "wrong", Some("test")))
+        .await
+        .unwrap_err();
+    match err {
+        mysql_async::Error::Server(e) => {
+            assert_eq!((e.code, e.state.as_str()), (1045, "28000"), "{e:?}");
+        }
+        e => panic!("expected a server error, got {e}"),
+    }
+    let err = Conn::new(opts(a, "root", db.password(), Some("no_such_db")))
+        .await
+        .unwrap_err();
+    match err {
+        mysql_async::Error::Server(e) => assert_eq!(e.code, 1049, "{e:?}"),
+        e => panic!("expected a server error, got {e}"),
+    }
+    // A user created on the server logs in without Sluice knowing it.
+    db.create_user("late", "late-pw", "mysql_native_password")
+        .unwrap();
+    let mut c = Conn::new(opts(a, "late", "late-pw", None)).await.unwrap();
+    let u: Option<String> = c.query_first("SELECT CURRENT_USER()").await.unwrap();
+    assert_eq!(u.as_deref(), Some("late@%"));
+    c.disconnect().await.unwrap();
+    h.shutdown(std::time::Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn tls_towards_the_client() {
+    let db = mariadb();
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = sluice_testkit::tls_files(dir.path()).expect("tls files");
+    let extra = format!(
+        r#"
+[listeners.tls]
+protocol = "mysql"
+address = "127.0.0.1:0"
+cluster = "my"
+pool = "session"
+auth = "passthrough"
+tls = "require"
+tls_cert_file = "{}"
+tls_key_file = "{}"
+"#,
+        cert.display(),
+        key.display()
+    );
+    let h = sluice(&config_text(&db, 4, "2s", &extra)).await;
+    let a = addr(&h, "tls");
+    let mut c = Conn::new(opts(a, APP_USER, APP_PW, Some("test")).ssl_opts(Some(tls_opts(&ca))))
+        .await
+        .unwrap();
+    let one: Option<i64> = c.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+    c.disconnect().await.unwrap();
+    // Without TLS the listener refuses.
+    let err = Conn::new(opts(a, APP_USER, APP_PW, Some("test")))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("insecure"), "{err}");
+    h.shutdown(std::time::Duration::from_secs(5)).await;
+}
