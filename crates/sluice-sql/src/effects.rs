@@ -55,6 +55,15 @@ pub enum Effect {
     /// State the ledger cannot follow: set_config(), SET SESSION CHARACTERISTICS,
     /// SET SEED, DO blocks that touch session state. Pins the client.
     Opaque,
+    /// MySQL: a user variable was assigned (`SET @v`, `@v :=`, `INTO @v`).
+    UserVariable,
+    /// MySQL: LOCK TABLES.
+    LockTables,
+    /// MySQL: UNLOCK TABLES.
+    UnlockTables,
+    /// MySQL: the next statement may read what this one leaves on the connection
+    /// (SQL_CALC_FOUND_ROWS for FOUND_ROWS()): keep the connection for one more statement.
+    KeepForNext,
 }
 
 impl Effect {
@@ -262,7 +271,7 @@ fn function_effect(toks: &[Token<'_>]) -> Effect {
     effect
 }
 
-/// The effect of each statement in a query string, in order.
+/// The effect of each statement in a query string, in order (PostgreSQL).
 pub fn effects(sql: &[u8]) -> Vec<Effect> {
     let mut out = Vec::new();
     let mut toks = Tokens::new(sql);

@@ -31,15 +31,38 @@ impl<'a> Token<'a> {
     }
 }
 
+/// Which SQL dialect's quoting and comment rules apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Dialect {
+    /// `'...'` strings, `"..."` identifiers, `$tag$` strings, nested `/* */` comments.
+    #[default]
+    Postgres,
+    /// `'...'` and `"..."` strings with backslash escapes, `` `...` `` identifiers, `#`
+    /// and `-- ` comments, and `/*! ... */` comments whose content is code.
+    MySql,
+}
+
 /// Iterator over the tokens of a query string.
 pub struct Tokens<'a> {
     s: &'a [u8],
     i: usize,
+    dialect: Dialect,
+    /// Inside a MySQL executable comment (`/*! ... */`): its `*/` is skipped.
+    exec_comment: bool,
 }
 
 impl<'a> Tokens<'a> {
     pub fn new(s: &'a [u8]) -> Self {
-        Tokens { s, i: 0 }
+        Tokens::new_in(s, Dialect::Postgres)
+    }
+
+    pub fn new_in(s: &'a [u8], dialect: Dialect) -> Self {
+        Tokens {
+            s,
+            i: 0,
+            dialect,
+            exec_comment: false,
+        }
     }
 
     /// Byte offset of the next token (after skipping nothing yet).
@@ -52,6 +75,41 @@ impl<'a> Tokens<'a> {
         loop {
             while self.i < s.len() && s[self.i].is_ascii_whitespace() {
                 self.i += 1;
+            }
+            let rest = &s[self.i..];
+            if self.dialect == Dialect::MySql {
+                if self.exec_comment && rest.starts_with(b"*/") {
+                    self.exec_comment = false;
+                    self.i += 2;
+                    continue;
+                }
+                let exec = rest.starts_with(b"/*!") || rest.starts_with(b"/*M!");
+                if exec {
+                    // The content runs (on servers of at least the version given).
+                    self.i += if rest[2] == b'!' { 3 } else { 4 };
+                    while self.i < s.len() && s[self.i].is_ascii_digit() {
+                        self.i += 1;
+                    }
+                    self.exec_comment = true;
+                    continue;
+                }
+                let dash = rest.starts_with(b"--")
+                    && rest
+                        .get(2)
+                        .is_none_or(|c| c.is_ascii_whitespace() || c.is_ascii_control());
+                if rest.starts_with(b"#") || dash {
+                    while self.i < s.len() && s[self.i] != b'\n' {
+                        self.i += 1;
+                    }
+                    continue;
+                }
+                if rest.starts_with(b"/*") {
+                    // Not nested in MySQL.
+                    self.i =
+                        memfind(&s[self.i + 2..], b"*/").map_or(s.len(), |p| self.i + 2 + p + 2);
+                    continue;
+                }
+                return;
             }
             if s[self.i..].starts_with(b"--") {
                 while self.i < s.len() && s[self.i] != b'\n' {
@@ -136,6 +194,30 @@ impl<'a> Iterator for Tokens<'a> {
         let s = self.s;
         let start = self.i;
         let c = *s.get(start)?;
+        if self.dialect == Dialect::MySql {
+            match c {
+                b'\'' | b'"' => return Some(Token::Str(&s[start..self.quoted(c, true)])),
+                b'`' => {
+                    let end = self.quoted(b'`', false);
+                    return Some(Token::Quoted(
+                        &s[start + 1..end.saturating_sub(1).max(start + 1)],
+                    ));
+                }
+                b'$' => {
+                    while self.i < s.len() && is_word_byte(s[self.i]) {
+                        self.i += 1;
+                    }
+                    return Some(Token::Word(&s[start..self.i]));
+                }
+                b'e' | b'E' if s.get(start + 1) == Some(&b'\'') => {
+                    while self.i < s.len() && is_word_byte(s[self.i]) {
+                        self.i += 1;
+                    }
+                    return Some(Token::Word(&s[start..self.i]));
+                }
+                _ => {}
+            }
+        }
         let tok = match c {
             b'\'' => Token::Str(&s[start..self.quoted(b'\'', false)]),
             b'"' => {
@@ -209,6 +291,35 @@ mod tests {
             ["select", "$q$ ; $q$", ";", "E'\\''", ";"]
         );
         assert_eq!(words("\"My \"\"T\"\"\" $1"), ["My \"\"T\"\"", "$"]);
+    }
+
+    fn my_words(s: &str) -> Vec<String> {
+        Tokens::new_in(s.as_bytes(), Dialect::MySql)
+            .map(|t| match t {
+                Token::Word(w) | Token::Quoted(w) | Token::Str(w) | Token::Number(w) => {
+                    String::from_utf8_lossy(w).into_owned()
+                }
+                Token::Semicolon => ";".into(),
+                Token::Punct(c) => char::from(c).to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn mysql_quoting_and_comments() {
+        assert_eq!(
+            my_words("SET @a = 'x\\';y' # c ; d\n; select `a``;b`, \"q;\" -- e;\n"),
+            [
+                "SET", "@", "a", "=", "'x\\';y'", ";", "select", "a``;b", ",", "\"q;\""
+            ]
+        );
+        assert_eq!(
+            my_words("/*!40101 SET NAMES utf8 */; /* x; */ --x"),
+            ["SET", "NAMES", "utf8", ";", "-", "-", "x"]
+        );
+        for s in ["'abc\\", "`x", "/*! x", "/* x", "#", "\"\\"] {
+            let _ = my_words(s);
+        }
     }
 
     #[test]

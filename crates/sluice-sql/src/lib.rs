@@ -6,16 +6,31 @@
 //! [`effects`] walks the statements of a query string and reports the effect of each.
 
 mod effects;
+mod effects_my;
 mod lex;
 
 pub use effects::{Effect, effects};
-pub use lex::{Token, Tokens};
+pub use effects_my::effects_mysql;
+pub use lex::{Dialect, Token, Tokens};
 
 /// Cheap pre-check: true when `sql` certainly has no session-state effect, without
 /// tokenizing: a single plain DML/SELECT statement that mentions none of the words the
 /// scanner looks for. Anything else (including `false` for harmless statements) goes
 /// to [`effects`].
 pub fn surely_plain(sql: &[u8]) -> bool {
+    surely_plain_in(sql, Dialect::Postgres)
+}
+
+/// [`surely_plain`] for a dialect: MySQL also has user variables (`@`), `#` comments
+/// and SQL_CALC_FOUND_ROWS to look out for.
+pub fn surely_plain_in(sql: &[u8], dialect: Dialect) -> bool {
+    if dialect == Dialect::MySql
+        && (memchr::memchr2(b'@', b'#', sql).is_some()
+            || memchr::memmem::find(sql, b"CALC").is_some()
+            || memchr::memmem::find(sql, b"calc").is_some())
+    {
+        return false;
+    }
     let start = sql
         .iter()
         .position(|b| !b.is_ascii_whitespace())
@@ -74,6 +89,17 @@ mod tests {
             "create table t(a int)",
         ] {
             assert!(!surely_plain(s.as_bytes()), "{s}");
+        }
+        assert!(surely_plain_in(
+            b"SELECT c FROM sbtest1 WHERE id=5",
+            Dialect::MySql
+        ));
+        for s in [
+            "select @x := 1",
+            "select 1 # x",
+            "select sql_calc_found_rows 1",
+        ] {
+            assert!(!surely_plain_in(s.as_bytes(), Dialect::MySql), "{s}");
         }
         // Whatever surely_plain accepts, the scanner finds nothing in.
         for s in ["select 1", "insert into t values (1)", "delete from t"] {

@@ -90,10 +90,13 @@ fn main() -> Result<()> {
 
 async fn run(config: Config) -> Result<()> {
     let timeout = config.general.shutdown_timeout;
+    use tokio::signal::unix::{SignalKind, signal};
+    // Handlers first: a signal arriving as soon as the ports listen must not kill us.
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
     let handle = sluice::server::start(config).await?;
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
+        _ = int.recv() => {}
         _ = term.recv() => {}
     }
     tracing::info!("shutting down: no new clients; waiting for transactions in flight");

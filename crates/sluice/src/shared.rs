@@ -19,6 +19,7 @@ pub struct Shared {
     pub cancels: Arc<cancel::Registry>,
     pub pins: PinCounters,
     pub effects: crate::session::effects::EffectCache,
+    pub my_effects: crate::session::effects::EffectCache,
     /// Transaction mode: the virtual process id of the client that last held each
     /// server connection (by the server's pid), so notifications name their sender
     /// the way that client knows itself.
@@ -43,6 +44,7 @@ impl Shared {
             cancels: Arc::new(cancel::Registry::default()),
             pins: PinCounters::default(),
             effects: Default::default(),
+            my_effects: crate::session::effects::EffectCache::new(sluice_sql::Dialect::MySql),
             holders: Default::default(),
             connectors,
             shutdown,

@@ -17,20 +17,31 @@ const CAPACITY: usize = 16_384;
 #[derive(Default)]
 pub struct EffectCache {
     map: Mutex<HashMap<u128, Effects>>,
+    dialect: sluice_sql::Dialect,
 }
 
 impl EffectCache {
+    pub fn new(dialect: sluice_sql::Dialect) -> Self {
+        EffectCache {
+            map: Mutex::default(),
+            dialect,
+        }
+    }
+
     pub fn of(&self, sql: &[u8]) -> Effects {
         // Most statements are plain queries, often each with its own literals: decide
         // those without hashing, scanning or caching.
-        if sluice_sql::surely_plain(sql) {
+        if sluice_sql::surely_plain_in(sql, self.dialect) {
             return None;
         }
         let key = xxhash_rust::xxh3::xxh3_128(sql);
         if let Some(e) = self.map.lock().get(&key) {
             return e.clone();
         }
-        let all = sluice_sql::effects(sql);
+        let all = match self.dialect {
+            sluice_sql::Dialect::Postgres => sluice_sql::effects(sql),
+            sluice_sql::Dialect::MySql => sluice_sql::effects_mysql(sql),
+        };
         let effects: Effects = if all.iter().all(|e| *e == Effect::None) {
             None
         } else {

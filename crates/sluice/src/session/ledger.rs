@@ -19,16 +19,23 @@ pub enum PinReason {
     Listen,
     HoldCursor,
     Opaque,
+    UserVariable,
+    TableLock,
+    /// MySQL protocol-level prepared statements (COM_STMT_PREPARE).
+    Prepared,
 }
 
 impl PinReason {
-    pub const ALL: [PinReason; 6] = [
+    pub const ALL: [PinReason; 9] = [
         PinReason::SqlPrepare,
         PinReason::TempTable,
         PinReason::AdvisoryLock,
         PinReason::Listen,
         PinReason::HoldCursor,
         PinReason::Opaque,
+        PinReason::UserVariable,
+        PinReason::TableLock,
+        PinReason::Prepared,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -39,13 +46,16 @@ impl PinReason {
             PinReason::Listen => "listen",
             PinReason::HoldCursor => "hold_cursor",
             PinReason::Opaque => "opaque_state",
+            PinReason::UserVariable => "user_variable",
+            PinReason::TableLock => "table_lock",
+            PinReason::Prepared => "prepared_statement",
         }
     }
 }
 
 /// Process-wide counts of pins taken, by reason (for the admin console and metrics).
 #[derive(Debug, Default)]
-pub struct PinCounters([AtomicU64; 6]);
+pub struct PinCounters([AtomicU64; 9]);
 
 impl PinCounters {
     pub fn bump(&self, r: PinReason) {
@@ -75,6 +85,15 @@ impl Ledger {
 
     pub fn pin_reasons(&self) -> impl Iterator<Item = PinReason> + '_ {
         self.pins.iter().copied()
+    }
+
+    /// Sets or clears a pin the protocol tracks itself (e.g. open prepared statements).
+    pub fn set_pin(&mut self, r: PinReason, on: bool, counters: &PinCounters) {
+        if on {
+            self.pin(r, counters);
+        } else {
+            self.pins.remove(&r);
+        }
     }
 
     fn pin(&mut self, r: PinReason, counters: &PinCounters) {
@@ -166,7 +185,16 @@ impl Ledger {
                 self.pins.remove(&PinReason::AdvisoryLock);
             }
             Effect::Opaque => self.pin(PinReason::Opaque, counters),
-            Effect::None | Effect::Begin | Effect::TxEnd | Effect::SetLocal => {}
+            Effect::UserVariable => self.pin(PinReason::UserVariable, counters),
+            Effect::LockTables => self.pin(PinReason::TableLock, counters),
+            Effect::UnlockTables => {
+                self.pins.remove(&PinReason::TableLock);
+            }
+            Effect::None
+            | Effect::Begin
+            | Effect::TxEnd
+            | Effect::SetLocal
+            | Effect::KeepForNext => {}
         }
     }
 }

@@ -175,6 +175,7 @@ pub async fn login(op: &Opener) -> std::result::Result<(ServerConn, HandshakeV10
         caps,
         status: hs.status,
         database: op.database.clone(),
+        applied: Default::default(),
         created: now,
         last_used: now,
         max_message: t.max_message,

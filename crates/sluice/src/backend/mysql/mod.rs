@@ -28,6 +28,9 @@ pub struct ServerConn {
     pub status: u16,
     /// The database the connection logged in to (restored after a reset).
     pub database: String,
+    /// Session settings made on this connection (by clients or replayed), by name: the
+    /// statement text, as in the session ledger.
+    pub applied: std::collections::BTreeMap<String, String>,
     pub created: Instant,
     pub last_used: Instant,
     pub max_message: usize,
@@ -81,6 +84,7 @@ impl ServerConn {
                 return Err(failed("COM_INIT_DB", &e));
             }
         }
+        self.applied.clear();
         Ok(())
     }
 

@@ -198,6 +198,7 @@ pub async fn login(
         caps,
         status,
         database: database.clone(),
+        applied: Default::default(),
         created: now,
         last_used: now,
         max_message: max,

@@ -4,6 +4,7 @@
 
 mod login;
 mod relay;
+mod state;
 
 use crate::error::{Error, Kind};
 use crate::frontend::ListenerCtx;

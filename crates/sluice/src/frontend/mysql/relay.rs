@@ -10,12 +10,18 @@ use super::login::Session;
 use super::{Client, queue_err, queue_error};
 use crate::error::{Error, Kind, Side};
 use crate::frontend::pump::{Event, Pump};
+use crate::session::Ledger;
+use crate::session::effects::Effects;
 use crate::shared::Shared;
 use bytes::Buf;
 use sluice_config::PoolMode;
 use sluice_wire_mysql::track::{Step, Tracker};
 use sluice_wire_mysql::{consts, packet};
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
+
+/// Bytes of a server packet's start the tracker looks at.
+const HEAD: usize = sluice_wire_mysql::track::HEAD_LEN;
 
 /// How a session ended.
 enum End {
@@ -35,10 +41,32 @@ enum Incoming {
     Auth,
 }
 
-struct Relay {
-    s: Session,
-    io: Pump,
-    tracker: Tracker,
+/// Whose command a response in flight answers.
+pub(super) enum Origin {
+    /// The client's: forwarded; `effects` apply when it succeeds.
+    Client { cmd: u8, effects: Effects },
+    /// Sluice's own (replaying session state): answered to nobody.
+    Injected,
+}
+
+pub(super) struct Relay {
+    pub(super) shared: Arc<Shared>,
+    pub(super) s: Session,
+    pub(super) io: Pump,
+    pub(super) tracker: Tracker,
+    /// One entry per command awaiting its answer, in order.
+    pub(super) origins: VecDeque<Origin>,
+    pub(super) ledger: Ledger,
+    /// Protocol-level prepared statements the client has open (transaction mode).
+    pub(super) prepared: BTreeSet<u32>,
+    /// Keep the server connection for the client's next statement (it may read
+    /// LAST_INSERT_ID() or FOUND_ROWS()).
+    pub(super) hold_once: bool,
+    /// The id the client's last insert generated (transaction mode: it may have run on
+    /// another server connection than the next statement).
+    pub(super) last_insert: Option<u64>,
+    /// The server packet being relayed belongs to the client (not to Sluice's own).
+    s_forward: bool,
     incoming: Incoming,
     /// The next physical packet from the client / server continues a split one.
     c_cont: bool,
@@ -54,6 +82,13 @@ struct Relay {
 pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
     let mut r = Relay {
         io: Pump::new(&shared, client.stream, client.buf),
+        shared,
+        origins: VecDeque::new(),
+        ledger: Ledger::default(),
+        prepared: BTreeSet::new(),
+        hold_once: false,
+        last_insert: None,
+        s_forward: true,
         tracker: Tracker::new(client.caps),
         incoming: Incoming::Command,
         c_cont: false,
@@ -134,6 +169,8 @@ impl Relay {
         if self.idle()
             && server_quiet
             && !self.in_transaction()
+            && !self.hold_once
+            && !self.ledger.is_pinned()
             && let Some(l) = self.s.lease.take()
         {
             l.put_back();
@@ -228,6 +265,16 @@ impl Relay {
             );
             return Ok(Some(len));
         }
+        let tx = self.s.mode == PoolMode::Transaction;
+        let effects = if tx {
+            self.hold_once = false;
+            let cbuf = std::mem::take(&mut self.io.cbuf);
+            let e = self.command_effects(cmd, &cbuf[4..4 + len]);
+            self.io.cbuf = cbuf;
+            e
+        } else {
+            None
+        };
         if self.s.lease.is_none() {
             match self.s.pool.lease().await {
                 Ok(l) => self.s.lease = Some(l),
@@ -245,35 +292,47 @@ impl Relay {
                 }
             }
         }
-        self.tracker.expect(cmd);
+        if tx {
+            self.replay();
+            let cbuf = std::mem::take(&mut self.io.cbuf);
+            self.restore_last_insert_id(cmd, &cbuf[4..4 + len]);
+            self.io.cbuf = cbuf;
+        }
+        if self.tracker.expect(cmd) {
+            self.origins.push_back(Origin::Client { cmd, effects });
+        }
         Ok(None)
     }
 
     /// Handles every complete physical packet the server sent.
     fn on_server(&mut self) -> Result<(), End> {
-        let Some(lease) = self.s.lease.as_mut() else {
-            return Ok(());
-        };
-        let rbuf = &mut lease.conn.rbuf;
-        while let Some((len, _)) = packet::header(rbuf) {
+        loop {
+            let Some(lease) = self.s.lease.as_mut() else {
+                return Ok(());
+            };
+            let rbuf = &mut lease.conn.rbuf;
+            let Some((len, _)) = packet::header(rbuf) else {
+                return Ok(());
+            };
             if rbuf.len() < 4 + len {
-                break;
+                return Ok(());
             }
+            let mut head = [0u8; HEAD];
+            let hl = len.min(HEAD);
+            head[..hl].copy_from_slice(&rbuf[4..4 + hl]);
+            let head = &head[..hl];
+            let mut done = None;
             if !self.s_cont {
-                let payload = &rbuf[4..4 + len];
-                let head = &payload[..payload.len().min(64)];
+                self.s_forward = !matches!(self.origins.front(), Some(Origin::Injected));
                 match self.tracker.on_packet(head, len) {
-                    Ok(Step::Done { status, .. }) => {
+                    Ok(Step::Done { ok, status, .. }) => {
                         self.status = status;
                         lease.conn.status = status;
+                        done = Some(ok);
                     }
                     Ok(Step::LocalInfile) => self.incoming = Incoming::File,
-                    Ok(Step::Auth) => {
-                        // caching_sha2's "fast auth succeeded" needs no answer.
-                        if payload != [1, 3] {
-                            self.incoming = Incoming::Auth;
-                        }
-                    }
+                    // caching_sha2's "fast auth succeeded" needs no answer.
+                    Ok(Step::Auth) if head != [1, 3] => self.incoming = Incoming::Auth,
                     Ok(_) => {}
                     Err(_) => {
                         return Err(End::Failed(Error::new(
@@ -285,10 +344,26 @@ impl Relay {
                 }
             }
             self.s_cont = len == packet::MAX_PAYLOAD;
-            self.io.to_client.extend_from_slice(&rbuf[..4 + len]);
+            if self.s_forward {
+                self.io.to_client.extend_from_slice(&rbuf[..4 + len]);
+            }
             rbuf.advance(4 + len);
+            let Some(ok) = done else { continue };
+            match self.origins.pop_front() {
+                Some(Origin::Injected) if !ok => {
+                    return Err(End::Failed(Error::new(
+                        Kind::Desync,
+                        Side::Server,
+                        "restoring the session state on a pooled server connection failed",
+                    )));
+                }
+                Some(Origin::Client { cmd, effects }) => {
+                    let head = head.to_vec();
+                    self.client_done(cmd, ok, effects, &head);
+                }
+                _ => {}
+            }
         }
-        Ok(())
     }
 
     async fn finish(&mut self, end: End) {

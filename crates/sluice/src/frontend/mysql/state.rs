@@ -1,0 +1,166 @@
+//! Transaction pooling for MySQL sessions: what each command does to the client's
+//! session state (through the shared ledger), how a server connection the client newly
+//! holds is brought to that state (replayed SETs, USE, SET NAMES; a reset first when the
+//! connection carries state the client does not have), and which state pins the client
+//! (user variables, temporary tables, locks, prepared statements).
+
+use super::relay::{Origin, Relay};
+use crate::session::PinReason;
+use crate::session::effects::Effects;
+use sluice_sql::Effect;
+use sluice_wire_mysql::codec::Reader;
+use sluice_wire_mysql::{consts, packet};
+use std::sync::Arc;
+
+impl Relay {
+    /// The effects of the client's command (tx mode), known before it is sent.
+    pub(super) fn command_effects(&mut self, cmd: u8, payload: &[u8]) -> Effects {
+        let body = payload.get(1..).unwrap_or_default();
+        match cmd {
+            consts::COM_QUERY => self.shared.my_effects.of(body),
+            consts::COM_INIT_DB => Some(Arc::new([Effect::Set {
+                name: "schema".into(),
+                sql: format!("USE `{}`", String::from_utf8_lossy(body).replace('`', "``")),
+            }])),
+            consts::COM_CHANGE_USER => Some(Arc::new([Effect::Opaque])),
+            consts::COM_STMT_CLOSE => {
+                if let Some(id) = stmt_id(payload) {
+                    self.prepared.remove(&id);
+                    let open = !self.prepared.is_empty();
+                    self.ledger
+                        .set_pin(PinReason::Prepared, open, &self.shared.pins);
+                }
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// Before a statement that reads LAST_INSERT_ID() (or @@identity), sets it on the
+    /// connection to the value the client's last insert produced, wherever that ran.
+    pub(super) fn restore_last_insert_id(&mut self, cmd: u8, payload: &[u8]) {
+        let Some(id) = self.last_insert else {
+            return;
+        };
+        if cmd != consts::COM_QUERY && cmd != consts::COM_STMT_PREPARE {
+            return;
+        }
+        let reads = ["last_insert_id", "LAST_INSERT_ID", "identity", "IDENTITY"]
+            .iter()
+            .any(|w| memchr::memmem::find(payload, w.as_bytes()).is_some());
+        if reads {
+            self.inject(
+                format!("SELECT LAST_INSERT_ID({id})").as_bytes(),
+                consts::COM_QUERY,
+            );
+        }
+    }
+
+    /// Queues one of Sluice's own commands; its answer goes to nobody.
+    fn inject(&mut self, body: &[u8], cmd: u8) {
+        let mut p = Vec::with_capacity(body.len() + 1);
+        p.push(cmd);
+        p.extend_from_slice(body);
+        if self.tracker.expect(cmd) {
+            self.origins.push_back(Origin::Injected);
+        }
+        let mut seq = 0;
+        packet::write_packet(&mut self.io.to_server, &mut seq, &p);
+    }
+
+    /// Brings a server connection the client just got to the client's session state:
+    /// queues Sluice's own commands before the client's.
+    pub(super) fn replay(&mut self) {
+        let Some(lease) = self.s.lease.as_mut() else {
+            return;
+        };
+        let conn = &mut lease.conn;
+        if conn.applied == self.ledger.sets {
+            return;
+        }
+        let mut cmds: Vec<(u8, Vec<u8>)> = Vec::new();
+        if conn
+            .applied
+            .keys()
+            .any(|k| !self.ledger.sets.contains_key(k))
+        {
+            // The connection carries settings the client never made: start clean.
+            cmds.push((consts::COM_RESET_CONNECTION, Vec::new()));
+            if !conn.database.is_empty() {
+                cmds.push((consts::COM_INIT_DB, conn.database.as_bytes().to_vec()));
+            }
+            conn.applied.clear();
+        }
+        for (name, sql) in &self.ledger.sets {
+            if conn.applied.get(name) != Some(sql) {
+                cmds.push((consts::COM_QUERY, sql.as_bytes().to_vec()));
+            }
+        }
+        conn.applied = self.ledger.sets.clone();
+        for (cmd, body) in cmds {
+            self.inject(&body, cmd);
+        }
+    }
+
+    /// A client command's answer is complete.
+    pub(super) fn client_done(&mut self, cmd: u8, ok: bool, effects: Effects, head: &[u8]) {
+        if !ok {
+            // A failed multi-statement may have run some of its statements.
+            if effects
+                .as_deref()
+                .is_some_and(|e| e.len() > 1 && e.iter().any(|x| *x != Effect::None))
+            {
+                self.ledger.apply(&Effect::Opaque, false, &self.shared.pins);
+            }
+            return;
+        }
+        if cmd == consts::COM_STMT_PREPARE
+            && let Some(p) = self.tracker.last_prepare()
+        {
+            self.prepared.insert(p.statement_id);
+            self.ledger
+                .set_pin(PinReason::Prepared, true, &self.shared.pins);
+        }
+        if cmd == consts::COM_RESET_CONNECTION {
+            self.ledger = Default::default();
+            self.prepared.clear();
+            if let Some(l) = self.s.lease.as_mut() {
+                l.conn.applied.clear();
+            }
+        }
+        // LAST_INSERT_ID() lives on the connection: remember it for the client.
+        if head.first() == Some(&0) {
+            let id = last_insert_id(head);
+            if id != 0 {
+                self.last_insert = Some(id);
+            }
+        }
+        for e in effects.iter().flat_map(|e| e.iter()) {
+            // Session variables are not transactional in MySQL: they count at once.
+            self.ledger.apply(e, false, &self.shared.pins);
+            match e {
+                Effect::Set { name, sql } => {
+                    if let Some(l) = self.s.lease.as_mut() {
+                        l.conn.applied.insert(name.clone(), sql.clone());
+                    }
+                }
+                Effect::KeepForNext => self.hold_once = true,
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The statement id of a COM_STMT_* packet.
+pub(super) fn stmt_id(payload: &[u8]) -> Option<u32> {
+    let b = payload.get(1..5)?;
+    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+fn last_insert_id(ok: &[u8]) -> u64 {
+    let mut r = Reader::new(ok);
+    r.skip(1)
+        .and_then(|_| r.lenenc())
+        .and_then(|_| r.lenenc())
+        .unwrap_or(0)
+}
