@@ -176,3 +176,130 @@ async fn transactions_hold_their_connection() {
     c.disconnect().await.unwrap();
     h.shutdown(Duration::from_secs(5)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_statements_move_between_connections() {
+    let db = mariadb();
+    let h = sluice(&config_text(&db, 2, "10s", "")).await;
+    let a = addr(&h, "tx");
+    let mut setup = connect(a).await;
+    setup
+        .query_drop("CREATE TABLE kv (k INT PRIMARY KEY, v VARCHAR(20))")
+        .await
+        .unwrap();
+    for i in 0..50 {
+        setup
+            .exec_drop("INSERT INTO kv VALUES (?, ?)", (i, format!("v{i}")))
+            .await
+            .unwrap();
+    }
+    setup.disconnect().await.unwrap();
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        tasks.push(tokio::spawn(async move {
+            let mut c = connect(a).await;
+            let get = c.prep("SELECT v FROM kv WHERE k = ?").await.unwrap();
+            let count = c.prep("SELECT COUNT(*) FROM kv WHERE k < ?").await.unwrap();
+            let mut ids = std::collections::BTreeSet::new();
+            for i in 0..40 {
+                let k = (i * 7 + t) % 50;
+                let v: Option<String> = c.exec_first(&get, (k,)).await.unwrap();
+                assert_eq!(v, Some(format!("v{k}")));
+                let n: Option<i64> = c.exec_first(&count, (k,)).await.unwrap();
+                assert_eq!(n, Some(k as i64));
+                let id: Option<u32> = c.query_first("SELECT CONNECTION_ID()").await.unwrap();
+                ids.extend(id);
+            }
+            c.close(get).await.unwrap();
+            // A closed statement is gone for the client.
+            c.disconnect().await.unwrap();
+            ids.len()
+        }));
+    }
+    let mut moved = 0;
+    for t in tasks {
+        moved += t.await.unwrap();
+    }
+    assert!(moved > 8, "clients never changed server connection");
+    h.shutdown(Duration::from_secs(5)).await;
+}
+
+/// Reads packets up to and including the `n`th classic EOF (0xFE, < 9 bytes).
+async fn until_eofs(c: &mut RawMy, n: usize) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut eofs = 0;
+    while eofs < n {
+        let (_, p) = c.read().await.expect("packet");
+        assert_ne!(p[0], 0xff, "error: {}", String::from_utf8_lossy(&p));
+        if p[0] == 0xfe && p.len() < 9 {
+            eofs += 1;
+        }
+        got.push(p);
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parameter_types_follow_the_statement() {
+    let db = mariadb();
+    let h = sluice(&config_text(&db, 2, "10s", "")).await;
+    let a = addr(&h, "tx");
+    // y logs in first: the pool hands out the most recently returned connection, so
+    // y's transaction below takes the one x used. (Both raw: clients with other
+    // capabilities get another pool.)
+    let mut y = RawMy::login(a, APP_USER, APP_PW).await;
+    let mut x = RawMy::login(a, APP_USER, APP_PW).await;
+    let mut prep = vec![0x16];
+    prep.extend_from_slice(b"SELECT ? + 1");
+    x.send(0, &prep).await;
+    let (_, ok) = x.read().await.unwrap();
+    assert_eq!(ok[0], 0);
+    let vid = u32::from_le_bytes([ok[1], ok[2], ok[3], ok[4]]);
+    let (cols, params) = (ok[5] as usize, ok[7] as usize);
+    assert_eq!((cols, params), (1, 1));
+    until_eofs(&mut x, 2).await;
+    let exec = |bound: bool, v: i64| {
+        let mut p = vec![0x17];
+        p.extend_from_slice(&vid.to_le_bytes());
+        p.push(0);
+        p.extend_from_slice(&1u32.to_le_bytes());
+        p.push(0); // null bitmap
+        p.push(u8::from(bound));
+        if bound {
+            p.extend_from_slice(&[0x08, 0x00]);
+        }
+        p.extend_from_slice(&v.to_le_bytes());
+        p
+    };
+    let value = |rows: &[Vec<u8>]| {
+        let row = &rows[rows.len() - 2];
+        i64::from_le_bytes(row[2..10].try_into().unwrap())
+    };
+    x.send(0, &exec(true, 41)).await;
+    let rows = until_eofs(&mut x, 2).await;
+    assert_eq!(value(&rows), 42);
+    // Another client takes the connection x used; x's next execute, which relies on
+    // the types it sent before, runs on the other connection.
+    y.send(0, b"\x03BEGIN").await;
+    assert_eq!(y.read().await.unwrap().1[0], 0);
+    for v in [99, 6] {
+        x.send(0, &exec(false, v)).await;
+        let rows = until_eofs(&mut x, 2).await;
+        assert_eq!(value(&rows), v + 1);
+    }
+    y.send(0, b"\x03COMMIT").await;
+    assert_eq!(y.read().await.unwrap().1[0], 0);
+    // The statement was prepared a second time, on the other connection.
+    let prepares = db
+        .sql("SHOW GLOBAL STATUS LIKE 'Com_stmt_prepare'")
+        .unwrap();
+    let n: u64 = prepares.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(n >= 2, "{prepares}");
+    // An unknown statement id.
+    let mut bad = exec(true, 1);
+    bad[1] = 0x7f;
+    x.send(0, &bad).await;
+    assert_eq!(x.read_err().await.1, 1243);
+    assert!(x.ping_ok().await);
+    h.shutdown(Duration::from_secs(5)).await;
+}

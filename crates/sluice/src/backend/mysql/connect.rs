@@ -176,6 +176,7 @@ pub async fn login(op: &Opener) -> std::result::Result<(ServerConn, HandshakeV10
         status: hs.status,
         database: op.database.clone(),
         applied: Default::default(),
+        stmts: Default::default(),
         created: now,
         last_used: now,
         max_message: t.max_message,

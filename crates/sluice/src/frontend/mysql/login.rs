@@ -199,6 +199,7 @@ pub async fn login(
         status,
         database: database.clone(),
         applied: Default::default(),
+        stmts: Default::default(),
         created: now,
         last_used: now,
         max_message: max,

@@ -5,6 +5,7 @@
 mod login;
 mod relay;
 mod state;
+mod stmts;
 
 use crate::error::{Error, Kind};
 use crate::frontend::ListenerCtx;

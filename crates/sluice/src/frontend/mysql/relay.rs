@@ -17,14 +17,14 @@ use bytes::Buf;
 use sluice_config::PoolMode;
 use sluice_wire_mysql::track::{Step, Tracker};
 use sluice_wire_mysql::{consts, packet};
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Bytes of a server packet's start the tracker looks at.
 const HEAD: usize = sluice_wire_mysql::track::HEAD_LEN;
 
 /// How a session ended.
-enum End {
+pub(super) enum End {
     ClientLeft,
     Shutdown,
     Failed(Error),
@@ -45,8 +45,23 @@ enum Incoming {
 pub(super) enum Origin {
     /// The client's: forwarded; `effects` apply when it succeeds.
     Client { cmd: u8, effects: Effects },
+    /// The client's COM_STMT_PREPARE (transaction mode): its answer gets the client's
+    /// own statement id.
+    ClientPrepare { hash: u128, sql: bytes::Bytes },
     /// Sluice's own (replaying session state): answered to nobody.
     Injected,
+    /// Sluice's own COM_STMT_PREPARE for the client command waiting in its buffer.
+    InjectedPrepare { hash: u128 },
+}
+
+/// What became of a client command.
+pub(super) enum Cmd {
+    /// It goes to the server as the client sent it.
+    Forward,
+    /// Sluice answered it, or sent its own version: drop the client's packet.
+    Consumed,
+    /// It waits (in the client buffer) for an answer to something Sluice sent first.
+    Blocked,
 }
 
 pub(super) struct Relay {
@@ -57,8 +72,14 @@ pub(super) struct Relay {
     /// One entry per command awaiting its answer, in order.
     pub(super) origins: VecDeque<Origin>,
     pub(super) ledger: Ledger,
-    /// Protocol-level prepared statements the client has open (transaction mode).
-    pub(super) prepared: BTreeSet<u32>,
+    /// The client's prepared statements (transaction mode).
+    pub(super) stmts: super::stmts::ClientStmts,
+    /// A command waits for Sluice's own COM_STMT_PREPARE: read no more client packets.
+    pub(super) blocked: bool,
+    /// The wait is over: handle the client's buffered packets again.
+    resume: bool,
+    /// The next server packet starts an answer.
+    s_first: bool,
     /// Keep the server connection for the client's next statement (it may read
     /// LAST_INSERT_ID() or FOUND_ROWS()).
     pub(super) hold_once: bool,
@@ -85,7 +106,10 @@ pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
         shared,
         origins: VecDeque::new(),
         ledger: Ledger::default(),
-        prepared: BTreeSet::new(),
+        stmts: Default::default(),
+        blocked: false,
+        resume: false,
+        s_first: true,
         hold_once: false,
         last_insert: None,
         s_forward: true,
@@ -123,7 +147,13 @@ impl Relay {
                 Event::ServerRead(Ok(0)) => Err(End::Failed(Error::server_gone(
                     "Lost connection to server during query",
                 ))),
-                Event::ServerRead(Ok(_)) => self.on_server(),
+                Event::ServerRead(Ok(_)) => match self.on_server() {
+                    Ok(()) if self.resume => {
+                        self.resume = false;
+                        self.on_client().await
+                    }
+                    r => r,
+                },
                 Event::ServerRead(Err(e)) => Err(End::Failed(Error::server_gone(format!(
                     "Lost connection to server during query: {e}"
                 )))),
@@ -173,6 +203,7 @@ impl Relay {
             && !self.ledger.is_pinned()
             && let Some(l) = self.s.lease.take()
         {
+            tracing::trace!(client = self.s.id, server = l.conn.id, "release");
             l.put_back();
         }
     }
@@ -180,6 +211,9 @@ impl Relay {
     /// Handles every complete physical packet the client sent.
     async fn on_client(&mut self) -> Result<(), End> {
         while let Some((len, seq)) = packet::header(&self.io.cbuf) {
+            if self.blocked {
+                return Ok(());
+            }
             if self.c_logical + len > self.s.max_message {
                 let e = Error::new(
                     Kind::Protocol,
@@ -201,9 +235,16 @@ impl Relay {
             if !self.c_cont {
                 self.c_logical = 0;
                 if self.incoming == Incoming::Command {
-                    if let Some(done) = self.command(len, seq).await? {
-                        self.io.cbuf.advance(4 + done);
-                        continue;
+                    match self.command(len, seq).await? {
+                        Cmd::Forward => {}
+                        Cmd::Consumed => {
+                            self.io.cbuf.advance(4 + len);
+                            continue;
+                        }
+                        Cmd::Blocked => {
+                            self.blocked = true;
+                            return Ok(());
+                        }
                     }
                 } else if self.incoming == Incoming::Auth
                     || self.incoming == Incoming::File && len == 0
@@ -227,9 +268,8 @@ impl Relay {
         Ok(())
     }
 
-    /// A new command from the client. Returns `Some(n)` when Sluice handled the packet
-    /// itself (it is dropped: n payload bytes), `None` when it goes to the server.
-    async fn command(&mut self, len: usize, seq: u8) -> Result<Option<usize>, End> {
+    /// A new command from the client.
+    async fn command(&mut self, len: usize, seq: u8) -> Result<Cmd, End> {
         let cmd = self.io.cbuf.get(4).copied();
         let answer_seq = seq.wrapping_add(1);
         if seq != 0 {
@@ -250,7 +290,7 @@ impl Relay {
                 "08S01",
                 "Unknown command",
             );
-            return Ok(Some(len));
+            return Ok(Cmd::Consumed);
         };
         if cmd == consts::COM_QUIT {
             return Err(End::ClientLeft);
@@ -263,7 +303,7 @@ impl Relay {
                 "08S01",
                 "Unknown command",
             );
-            return Ok(Some(len));
+            return Ok(Cmd::Consumed);
         }
         let tx = self.s.mode == PoolMode::Transaction;
         let effects = if tx {
@@ -275,33 +315,50 @@ impl Relay {
         } else {
             None
         };
+        if tx && cmd == consts::COM_STMT_CLOSE {
+            return self.stmt_command(cmd, len);
+        }
         if self.s.lease.is_none() {
             match self.s.pool.lease().await {
-                Ok(l) => self.s.lease = Some(l),
+                Ok(l) => {
+                    tracing::trace!(client = self.s.id, server = l.conn.id, "lease");
+                    self.s.lease = Some(l);
+                }
                 Err(crate::backend::LoginError::Proxy(e)) => {
                     queue_error(&mut self.io.to_client, answer_seq, &e);
                     if e.kind == Kind::PoolTimeout {
-                        return Ok(Some(len));
+                        return Ok(Cmd::Consumed);
                     }
                     return Err(End::Failed(e));
                 }
                 Err(crate::backend::LoginError::Server(err)) => {
                     let mut s = answer_seq;
                     packet::write_packet(&mut self.io.to_client, &mut s, &err);
-                    return Ok(Some(len));
+                    return Ok(Cmd::Consumed);
                 }
             }
         }
         if tx {
             self.replay();
+            if is_stmt_command(cmd) {
+                return self.stmt_command(cmd, len);
+            }
             let cbuf = std::mem::take(&mut self.io.cbuf);
             self.restore_last_insert_id(cmd, &cbuf[4..4 + len]);
             self.io.cbuf = cbuf;
+            if cmd == consts::COM_STMT_PREPARE {
+                let sql = super::stmts::prepare_text(&self.io.cbuf, len);
+                let hash = super::stmts::hash(&sql);
+                if self.tracker.expect(cmd) {
+                    self.origins.push_back(Origin::ClientPrepare { hash, sql });
+                }
+                return Ok(Cmd::Forward);
+            }
         }
         if self.tracker.expect(cmd) {
             self.origins.push_back(Origin::Client { cmd, effects });
         }
-        Ok(None)
+        Ok(Cmd::Forward)
     }
 
     /// Handles every complete physical packet the server sent.
@@ -323,7 +380,10 @@ impl Relay {
             let head = &head[..hl];
             let mut done = None;
             if !self.s_cont {
-                self.s_forward = !matches!(self.origins.front(), Some(Origin::Injected));
+                self.s_forward = !matches!(
+                    self.origins.front(),
+                    Some(Origin::Injected | Origin::InjectedPrepare { .. })
+                );
                 match self.tracker.on_packet(head, len) {
                     Ok(Step::Done { ok, status, .. }) => {
                         self.status = status;
@@ -344,12 +404,39 @@ impl Relay {
                 }
             }
             self.s_cont = len == packet::MAX_PAYLOAD;
+            let at = self.io.to_client.len();
+            let first = std::mem::replace(&mut self.s_first, done.is_some());
             if self.s_forward {
                 self.io.to_client.extend_from_slice(&rbuf[..4 + len]);
+            } else if done == Some(false)
+                && matches!(self.origins.front(), Some(Origin::InjectedPrepare { .. }))
+            {
+                // The statement cannot be prepared here (any more): the waiting command
+                // gets the server's error instead.
+                let mut err = rbuf[..4 + len].to_vec();
+                err[3] = 1;
+                self.io.to_client.extend_from_slice(&err);
+                if let Some((clen, _)) = packet::header(&self.io.cbuf) {
+                    self.io.cbuf.advance(4 + clen);
+                }
             }
             rbuf.advance(4 + len);
+            if first
+                && head.first() == Some(&0)
+                && let Some(Origin::ClientPrepare { hash, sql }) = self.origins.front()
+            {
+                let (hash, sql) = (*hash, sql.clone());
+                self.client_prepared(hash, sql, at);
+            }
             let Some(ok) = done else { continue };
             match self.origins.pop_front() {
+                Some(Origin::InjectedPrepare { hash }) => {
+                    if ok {
+                        self.injected_prepared(hash);
+                    }
+                    self.blocked = false;
+                    self.resume = true;
+                }
                 Some(Origin::Injected) if !ok => {
                     return Err(End::Failed(Error::new(
                         Kind::Desync,
@@ -405,6 +492,18 @@ impl Relay {
             _ => lease.discard(),
         }
     }
+}
+
+/// Commands that name a prepared statement by id.
+fn is_stmt_command(cmd: u8) -> bool {
+    matches!(
+        cmd,
+        consts::COM_STMT_EXECUTE
+            | consts::COM_STMT_SEND_LONG_DATA
+            | consts::COM_STMT_CLOSE
+            | consts::COM_STMT_RESET
+            | consts::COM_STMT_FETCH
+    )
 }
 
 fn known_command(cmd: u8) -> bool {

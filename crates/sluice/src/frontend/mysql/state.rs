@@ -5,7 +5,6 @@
 //! (user variables, temporary tables, locks, prepared statements).
 
 use super::relay::{Origin, Relay};
-use crate::session::PinReason;
 use crate::session::effects::Effects;
 use sluice_sql::Effect;
 use sluice_wire_mysql::codec::Reader;
@@ -23,15 +22,6 @@ impl Relay {
                 sql: format!("USE `{}`", String::from_utf8_lossy(body).replace('`', "``")),
             }])),
             consts::COM_CHANGE_USER => Some(Arc::new([Effect::Opaque])),
-            consts::COM_STMT_CLOSE => {
-                if let Some(id) = stmt_id(payload) {
-                    self.prepared.remove(&id);
-                    let open = !self.prepared.is_empty();
-                    self.ledger
-                        .set_pin(PinReason::Prepared, open, &self.shared.pins);
-                }
-                None
-            }
             _ => None,
         }
     }
@@ -90,6 +80,7 @@ impl Relay {
                 cmds.push((consts::COM_INIT_DB, conn.database.as_bytes().to_vec()));
             }
             conn.applied.clear();
+            conn.stmts.clear();
         }
         for (name, sql) in &self.ledger.sets {
             if conn.applied.get(name) != Some(sql) {
@@ -114,18 +105,12 @@ impl Relay {
             }
             return;
         }
-        if cmd == consts::COM_STMT_PREPARE
-            && let Some(p) = self.tracker.last_prepare()
-        {
-            self.prepared.insert(p.statement_id);
-            self.ledger
-                .set_pin(PinReason::Prepared, true, &self.shared.pins);
-        }
         if cmd == consts::COM_RESET_CONNECTION {
             self.ledger = Default::default();
-            self.prepared.clear();
+            self.stmts = Default::default();
             if let Some(l) = self.s.lease.as_mut() {
                 l.conn.applied.clear();
+                l.conn.stmts.clear();
             }
         }
         // LAST_INSERT_ID() lives on the connection: remember it for the client.

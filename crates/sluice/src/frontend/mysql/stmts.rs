@@ -1,0 +1,224 @@
+//! Prepared statements in transaction mode. A client's statement ids are Sluice's own
+//! (virtual); each server connection keeps the statements it has prepared, by a hash of
+//! their text, under the server's ids. A COM_STMT_EXECUTE (and SEND_LONG_DATA, RESET,
+//! FETCH) goes to whatever connection the client holds: the statement is prepared there
+//! first if needed (the command waits for that answer), the id is rewritten, and when the
+//! client relies on parameter types it sent to another connection, they are spliced in.
+
+use super::queue_err;
+use super::relay::{Cmd, End, Origin, Relay};
+use crate::session::PinReason;
+use bytes::Bytes;
+use sluice_wire_mysql::{consts, packet};
+use std::collections::HashMap;
+
+/// One of the client's prepared statements.
+pub(super) struct ClientStmt {
+    pub hash: u128,
+    pub sql: Bytes,
+    pub params: u16,
+    /// The parameter types the client last sent (COM_STMT_EXECUTE with "new params
+    /// bound"), for connections that have not seen them.
+    pub types: Option<Vec<u8>>,
+    /// An execute opened a cursor on the connection held now.
+    pub cursor: bool,
+}
+
+#[derive(Default)]
+pub(super) struct ClientStmts {
+    next: u32,
+    pub map: HashMap<u32, ClientStmt>,
+}
+
+impl ClientStmts {
+    pub fn add(&mut self, s: ClientStmt) -> u32 {
+        self.next = self.next.wrapping_add(1).max(1);
+        self.map.insert(self.next, s);
+        self.next
+    }
+}
+
+pub(super) fn hash(sql: &[u8]) -> u128 {
+    xxhash_rust::xxh3::xxh3_128(sql)
+}
+
+impl Relay {
+    /// A statement command from a client in transaction mode, once it holds a server
+    /// connection.
+    pub(super) fn stmt_command(&mut self, cmd: u8, len: usize) -> Result<Cmd, End> {
+        let payload = &self.io.cbuf[4..4 + len];
+        let Some(vid) = super::state::stmt_id(payload) else {
+            return Ok(Cmd::Forward);
+        };
+        if cmd == consts::COM_STMT_CLOSE {
+            if self.stmts.map.remove(&vid).is_some_and(|s| s.cursor) {
+                self.update_cursor_pin();
+            }
+            return Ok(Cmd::Consumed);
+        }
+        let Some(st) = self.stmts.map.get(&vid) else {
+            if cmd != consts::COM_STMT_SEND_LONG_DATA {
+                let what = match cmd {
+                    consts::COM_STMT_RESET => "mysqld_stmt_reset",
+                    consts::COM_STMT_FETCH => "mysqld_stmt_fetch",
+                    _ => "mysqld_stmt_execute",
+                };
+                let msg = format!("Unknown prepared statement handler ({vid}) given to {what}");
+                queue_err(
+                    &mut self.io.to_client,
+                    1,
+                    consts::ER_UNKNOWN_STMT_HANDLER,
+                    "HY000",
+                    &msg,
+                );
+            }
+            return Ok(Cmd::Consumed);
+        };
+        let (h, sql) = (st.hash, st.sql.clone());
+        let Some(lease) = self.s.lease.as_mut() else {
+            return Ok(Cmd::Forward);
+        };
+        let Some(server) = lease.conn.stmts.get(h) else {
+            // Prepare it here first; this command waits for the answer.
+            let cap = lease.pool().settings.statement_cache;
+            let mut p = Vec::with_capacity(sql.len() + 1);
+            p.push(consts::COM_STMT_PREPARE);
+            p.extend_from_slice(&sql);
+            if let Some(old) = lease.conn.stmts.make_room(cap) {
+                let mut c = vec![consts::COM_STMT_CLOSE];
+                c.extend_from_slice(&old.to_le_bytes());
+                let mut seq = 0;
+                packet::write_packet(&mut self.io.to_server, &mut seq, &c);
+            }
+            if self.tracker.expect(consts::COM_STMT_PREPARE) {
+                self.origins.push_back(Origin::InjectedPrepare { hash: h });
+            }
+            let mut seq = 0;
+            packet::write_packet(&mut self.io.to_server, &mut seq, &p);
+            return Ok(Cmd::Blocked);
+        };
+        let (sid, typed) = (server.id, server.typed);
+        let payload = &self.io.cbuf[4..4 + len];
+        let mut out = payload.to_vec();
+        out[1..5].copy_from_slice(&sid.to_le_bytes());
+        if cmd == consts::COM_STMT_EXECUTE {
+            out = self.execute_packet(vid, out, typed, len)?;
+            if let Some(s) = self.s.lease.as_mut().and_then(|l| l.conn.stmts.get_mut(h)) {
+                s.typed |= self.stmts.map.get(&vid).is_some_and(|c| c.types.is_some());
+            }
+        }
+        if cmd == consts::COM_STMT_RESET
+            && let Some(st) = self.stmts.map.get_mut(&vid)
+            && st.cursor
+        {
+            st.cursor = false;
+            self.update_cursor_pin();
+        }
+        if self.tracker.expect(cmd) {
+            self.origins
+                .push_back(Origin::Client { cmd, effects: None });
+        }
+        let mut seq = 0;
+        packet::write_packet(&mut self.io.to_server, &mut seq, &out);
+        Ok(Cmd::Consumed)
+    }
+
+    /// Fixes up a COM_STMT_EXECUTE: records the parameter types it carries, or splices
+    /// in the ones the connection has not seen; notes a cursor.
+    fn execute_packet(
+        &mut self,
+        vid: u32,
+        mut out: Vec<u8>,
+        typed: bool,
+        len: usize,
+    ) -> Result<Vec<u8>, End> {
+        let Some(st) = self.stmts.map.get_mut(&vid) else {
+            return Ok(out);
+        };
+        let flags = out.get(5).copied().unwrap_or(0);
+        if flags & consts::CURSOR_TYPE_READ_ONLY != 0 && !st.cursor {
+            st.cursor = true;
+            self.ledger
+                .set_pin(PinReason::HoldCursor, true, &self.shared.pins);
+        }
+        let st = match self.stmts.map.get_mut(&vid) {
+            Some(s) => s,
+            None => return Ok(out),
+        };
+        if st.params == 0 {
+            return Ok(out);
+        }
+        let bound_at = 10 + usize::from(st.params).div_ceil(8);
+        let types_len = 2 * usize::from(st.params);
+        match out.get(bound_at) {
+            Some(1) => {
+                if let Some(t) = out.get(bound_at + 1..bound_at + 1 + types_len) {
+                    st.types = Some(t.to_vec());
+                }
+            }
+            Some(0) if !typed => {
+                let Some(types) = st.types.clone() else {
+                    return Ok(out);
+                };
+                if len >= packet::MAX_PAYLOAD {
+                    return Err(End::Failed(crate::error::Error::new(
+                        crate::error::Kind::Unsupported,
+                        crate::error::Side::Client,
+                        "a 16 MiB+ COM_STMT_EXECUTE without parameter types cannot move to another server connection",
+                    )));
+                }
+                out[bound_at] = 1;
+                out.splice(bound_at + 1..bound_at + 1, types);
+            }
+            _ => {}
+        }
+        Ok(out)
+    }
+
+    fn update_cursor_pin(&mut self) {
+        let open = self.stmts.map.values().any(|s| s.cursor);
+        self.ledger
+            .set_pin(PinReason::HoldCursor, open, &self.shared.pins);
+    }
+
+    /// The first packet of the answer to a client's COM_STMT_PREPARE, already queued for
+    /// the client at `at`: gives the client its own statement id.
+    pub(super) fn client_prepared(&mut self, hash: u128, sql: Bytes, at: usize) {
+        let Some(p) = self.tracker.last_prepare() else {
+            return;
+        };
+        if let Some(l) = self.s.lease.as_mut() {
+            let cap = l.pool().settings.statement_cache;
+            if let Some(old) = l.conn.stmts.make_room(cap) {
+                let mut c = vec![consts::COM_STMT_CLOSE];
+                c.extend_from_slice(&old.to_le_bytes());
+                let mut seq = 0;
+                packet::write_packet(&mut self.io.to_server, &mut seq, &c);
+            }
+            l.conn.stmts.insert(hash, p.statement_id);
+        }
+        let vid = self.stmts.add(ClientStmt {
+            hash,
+            sql,
+            params: p.params,
+            types: None,
+            cursor: false,
+        });
+        // Header (4 bytes), then 0x00, then the statement id.
+        if let Some(id) = self.io.to_client.get_mut(at + 5..at + 9) {
+            id.copy_from_slice(&vid.to_le_bytes());
+        }
+    }
+
+    /// Sluice's own COM_STMT_PREPARE succeeded: the waiting command can go.
+    pub(super) fn injected_prepared(&mut self, hash: u128) {
+        if let (Some(p), Some(l)) = (self.tracker.last_prepare(), self.s.lease.as_mut()) {
+            l.conn.stmts.insert(hash, p.statement_id);
+        }
+    }
+}
+
+/// The text of a COM_STMT_PREPARE whose packet (`len` payload bytes) starts `cbuf`.
+pub(super) fn prepare_text(cbuf: &[u8], len: usize) -> Bytes {
+    Bytes::copy_from_slice(cbuf.get(5..4 + len).unwrap_or_default())
+}
