@@ -74,6 +74,10 @@ string_enum! {
         Md5 = "md5",
         /// Any user listed in `[users]`, no password.
         Trust = "trust",
+        /// MySQL's `mysql_native_password` against `[users]` (mysql listeners only).
+        MysqlNativePassword = "mysql_native_password",
+        /// MySQL's `caching_sha2_password` against `[users]` (mysql listeners only).
+        CachingSha2Password = "caching_sha2_password",
     }
 }
 
@@ -112,6 +116,25 @@ impl Protocol {
             Protocol::Postgres => 5432,
             Protocol::Mysql => 3306,
         }
+    }
+}
+
+impl AuthMethod {
+    /// The one protocol whose listeners offer this method; `None` for the methods both
+    /// protocols offer (`passthrough`, `trust`).
+    pub fn protocol(self) -> Option<Protocol> {
+        match self {
+            AuthMethod::Passthrough | AuthMethod::Trust => None,
+            AuthMethod::ScramSha256 | AuthMethod::Md5 => Some(Protocol::Postgres),
+            AuthMethod::MysqlNativePassword | AuthMethod::CachingSha2Password => {
+                Some(Protocol::Mysql)
+            }
+        }
+    }
+
+    /// Whether a listener speaking `protocol` can use this method.
+    pub fn is_available_on(self, protocol: Protocol) -> bool {
+        self.protocol().is_none_or(|p| p == protocol)
     }
 }
 

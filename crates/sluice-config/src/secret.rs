@@ -1,17 +1,20 @@
-//! Passwords as written in `[users]`: plaintext, an md5 hash in PostgreSQL's `pg_authid`
-//! format (`"md5"` + 32 lowercase hex digits of md5(password || username)), or a SCRAM-SHA-256
-//! verifier in PostgreSQL's format
-//! (`SCRAM-SHA-256$<iterations>:<base64 salt>$<base64 StoredKey>:<base64 ServerKey>`). They are
-//! decoded once at load, so the server's auth code works with bytes and a malformed verifier
-//! is a configuration error with its line rather than a failed login later. `Debug` never
-//! prints plaintext or key material.
+//! Passwords as written in `[users]`: plaintext, one of the hashed forms PostgreSQL stores, or
+//! one of the hashed forms MySQL/MariaDB use. PostgreSQL's (as in `pg_authid.rolpassword`): an
+//! md5 hash (`"md5"` + 32 lowercase hex digits of md5(password || username)) or a SCRAM-SHA-256
+//! verifier (`SCRAM-SHA-256$<iterations>:<base64 salt>$<base64 StoredKey>:<base64 ServerKey>`).
+//! MySQL's: a `mysql_native_password` hash as in `mysql.user.authentication_string` (`"*"` + 40
+//! hex digits of SHA1(SHA1(password))) or the SHA256(SHA256(password)) that
+//! `caching_sha2_password`'s fast path checks against (`"sha2:"` + 64 hex digits). They are
+//! decoded once at load, so the server's auth code works with bytes and a malformed hash or
+//! verifier is a configuration error with its line rather than a failed login later. `Debug`
+//! never prints plaintext or key material.
 
 use std::fmt;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
-/// A user's password in one of the forms PostgreSQL stores.
+/// A user's password: plaintext or one of the hashed forms PostgreSQL or MySQL store.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Secret {
     /// The password itself.
@@ -23,6 +26,18 @@ pub enum Secret {
     },
     /// A SCRAM-SHA-256 verifier.
     Scram(ScramVerifier),
+    /// SHA1(SHA1(password)), what MySQL/MariaDB store for `mysql_native_password`; written
+    /// `"*"` followed by 40 hex digits, as in `mysql.user.authentication_string`.
+    MysqlNative {
+        /// The 20-byte double SHA-1 digest.
+        stored: [u8; 20],
+    },
+    /// SHA256(SHA256(password)), what `caching_sha2_password`'s fast path checks a client's
+    /// scramble against; written `"sha2:"` followed by 64 hex digits.
+    Sha2 {
+        /// The 32-byte double SHA-256 digest.
+        stored: [u8; 32],
+    },
 }
 
 /// A decoded SCRAM-SHA-256 verifier (RFC 5802 / RFC 7677, as stored by PostgreSQL).
@@ -39,30 +54,51 @@ pub struct ScramVerifier {
 }
 
 const SCRAM_PREFIX: &str = "SCRAM-SHA-256$";
+const MYSQL_NATIVE_PREFIX: &str = "*";
+const SHA2_PREFIX: &str = "sha2:";
 
 impl Secret {
-    /// Interprets a password string the way PostgreSQL does, but strictly: a string that
-    /// starts like an md5 hash or a SCRAM verifier and is malformed is an error instead of
-    /// silently becoming a plaintext password.
+    /// Interprets a password string the way PostgreSQL and MySQL do, but strictly: a string
+    /// that starts like a hash or a SCRAM verifier and is malformed is an error instead of
+    /// silently becoming a plaintext password. The near misses are: `SCRAM-SHA-256$…` that is
+    /// not a valid verifier, `md5` + 32 hex digits with uppercase ones, `*` + 40 characters
+    /// that are not all hex digits, and `sha2:` not followed by exactly 64 hex digits.
     pub fn parse(text: &str) -> Result<Secret, String> {
         if let Some(rest) = text.strip_prefix(SCRAM_PREFIX) {
             return ScramVerifier::parse_body(rest).map(Secret::Scram);
         }
-        if let Some(hex) = text.strip_prefix("md5")
-            && hex.len() == 32
-            && hex.bytes().all(|b| b.is_ascii_hexdigit())
+        if let Some(digits) = text.strip_prefix(SHA2_PREFIX) {
+            return match decode_hex(digits) {
+                Ok(stored) => Ok(Secret::Sha2 { stored }),
+                Err(why) => Err(format!(
+                    "password {:?} starts with {SHA2_PREFIX:?} but {why}; a caching_sha2 hash \
+                     is \"sha2:\" followed by 64 hex digits of SHA256(SHA256(password))",
+                    redact(text)
+                )),
+            };
+        }
+        if let Some(digits) = text.strip_prefix(MYSQL_NATIVE_PREFIX)
+            && digits.chars().count() == 40
         {
-            if hex.bytes().any(|b| b.is_ascii_uppercase()) {
+            return match decode_hex(digits) {
+                Ok(stored) => Ok(Secret::MysqlNative { stored }),
+                Err(why) => Err(format!(
+                    "password {:?} looks like a mysql_native_password hash but {why}; that \
+                     format is \"*\" followed by 40 hex digits of SHA1(SHA1(password)), as in \
+                     mysql.user.authentication_string",
+                    redact(text)
+                )),
+            };
+        }
+        if let Some(digits) = text.strip_prefix("md5")
+            && let Ok(hash) = decode_hex(digits)
+        {
+            if digits.bytes().any(|b| b.is_ascii_uppercase()) {
                 return Err(format!(
                     "password {:?} looks like an md5 hash but has uppercase hex digits; \
                      PostgreSQL's md5 format is \"md5\" followed by 32 lowercase hex digits",
                     redact(text)
                 ));
-            }
-            let mut hash = [0u8; 16];
-            for (i, byte) in hash.iter_mut().enumerate() {
-                let pair = hex.get(2 * i..2 * i + 2).unwrap_or("00");
-                *byte = u8::from_str_radix(pair, 16).map_err(|e| e.to_string())?;
             }
             return Ok(Secret::Md5 { hash });
         }
@@ -72,27 +108,44 @@ impl Secret {
         Ok(Secret::Plain(text.to_string()))
     }
 
-    /// The string PostgreSQL would store (`md5…`, `SCRAM-SHA-256$…`, or the plaintext).
-    pub fn to_pg_string(&self) -> String {
+    /// The string as written in the configuration, in its canonical spelling: the plaintext,
+    /// `md5…` (lowercase), `SCRAM-SHA-256$…`, `*…` (uppercase, as MySQL writes it) or
+    /// `sha2:…` (lowercase). Parsing it gives back the same secret.
+    pub fn to_config_string(&self) -> String {
         match self {
             Secret::Plain(p) => p.clone(),
             Secret::Md5 { hash } => format!("md5{}", hex(hash)),
             Secret::Scram(v) => v.to_pg_string(),
+            Secret::MysqlNative { stored } => {
+                format!("{MYSQL_NATIVE_PREFIX}{}", hex(stored).to_ascii_uppercase())
+            }
+            Secret::Sha2 { stored } => format!("{SHA2_PREFIX}{}", hex(stored)),
         }
     }
 
-    /// True for the forms that can log in to a server on their own (plaintext; md5 against a
-    /// server using md5 auth). A SCRAM verifier cannot: it does not contain the password.
-    pub fn can_log_in(&self) -> bool {
-        !matches!(self, Secret::Scram(_))
+    /// The string PostgreSQL would store (`md5…`, `SCRAM-SHA-256$…`, or the plaintext). The
+    /// MySQL forms, which PostgreSQL has no equivalent of, give their configuration spelling;
+    /// this is the same as [`Secret::to_config_string`].
+    pub fn to_pg_string(&self) -> String {
+        self.to_config_string()
     }
 
-    /// A short name of the form, for messages: "plaintext", "md5", "SCRAM-SHA-256".
+    /// True for the forms that can log in to a server on their own (plaintext; md5 against a
+    /// server using md5 auth). A SCRAM verifier and the MySQL hashes cannot: they do not
+    /// contain the password, nor what a client sends to prove it knows it.
+    pub fn can_log_in(&self) -> bool {
+        matches!(self, Secret::Plain(_) | Secret::Md5 { .. })
+    }
+
+    /// A short name of the form, for messages: "plaintext", "md5", "SCRAM-SHA-256",
+    /// "mysql_native_password hash", "caching_sha2 hash".
     pub fn kind(&self) -> &'static str {
         match self {
             Secret::Plain(_) => "plaintext",
             Secret::Md5 { .. } => "md5",
             Secret::Scram(_) => "SCRAM-SHA-256",
+            Secret::MysqlNative { .. } => "mysql_native_password hash",
+            Secret::Sha2 { .. } => "caching_sha2 hash",
         }
     }
 }
@@ -168,6 +221,8 @@ impl fmt::Debug for Secret {
         match self {
             Secret::Plain(_) => f.write_str("Plain(<redacted>)"),
             Secret::Md5 { .. } => f.write_str("Md5(<redacted>)"),
+            Secret::MysqlNative { .. } => f.write_str("MysqlNative(<redacted>)"),
+            Secret::Sha2 { .. } => f.write_str("Sha2(<redacted>)"),
             Secret::Scram(v) => fmt::Debug::fmt(v, f),
         }
     }
@@ -186,6 +241,27 @@ impl fmt::Debug for ScramVerifier {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Decodes exactly `2 * N` hex digits of either case; the error says what is wrong.
+fn decode_hex<const N: usize>(digits: &str) -> Result<[u8; N], String> {
+    // The offending character is not shown: it may be part of a plaintext password.
+    if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err("it contains characters that are not hex digits".to_string());
+    }
+    if digits.len() != 2 * N {
+        return Err(format!(
+            "it has {} hex digits instead of {}",
+            digits.len(),
+            2 * N
+        ));
+    }
+    let mut out = [0u8; N];
+    for (byte, pair) in out.iter_mut().zip(digits.as_bytes().chunks_exact(2)) {
+        let pair = std::str::from_utf8(pair).map_err(|e| e.to_string())?;
+        *byte = u8::from_str_radix(pair, 16).map_err(|e| e.to_string())?;
+    }
+    Ok(out)
 }
 
 /// Shows only the start of a secret-looking string in an error message.
@@ -282,5 +358,114 @@ mod tests {
             "Plain(<redacted>)"
         );
         assert!(!Secret::parse(PENCIL).unwrap().can_log_in());
+    }
+
+    /// mysql_native_password hash of "password", as MySQL/MariaDB store it.
+    pub(crate) const NATIVE_PASSWORD: &str = "*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19";
+    /// SHA256(SHA256("password")).
+    pub(crate) const SHA2_PASSWORD: &str =
+        "sha2:73641c99f7719f57d8f4beb11a303afcd190243a51ced8782ca6d3dbe014d146";
+
+    #[test]
+    fn mysql_native() {
+        use sha1::{Digest, Sha1};
+        let want: [u8; 20] = Sha1::digest(Sha1::digest(b"password")).into();
+        let s = Secret::parse(NATIVE_PASSWORD).unwrap();
+        assert_eq!(s, Secret::MysqlNative { stored: want });
+        assert_eq!(s.to_config_string(), NATIVE_PASSWORD);
+        assert_eq!(s.to_pg_string(), NATIVE_PASSWORD);
+        assert_eq!(s.kind(), "mysql_native_password hash");
+        assert!(!s.can_log_in());
+        assert_eq!(format!("{s:?}"), "MysqlNative(<redacted>)");
+        // Lowercase hex is accepted and written back the way MySQL writes it.
+        let lower = Secret::parse(&NATIVE_PASSWORD.to_ascii_lowercase()).unwrap();
+        assert_eq!(lower, s);
+        assert_eq!(lower.to_config_string(), NATIVE_PASSWORD);
+        // "*" and 40 characters that are not all hex digits: a near miss, not a password.
+        for text in [
+            "*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E1G",
+            "*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E1 ",
+            "*password-password-password-password-pass",
+        ] {
+            let err = Secret::parse(text).unwrap_err();
+            assert!(
+                err.contains("looks like a mysql_native_password hash but it contains characters that are not hex digits"),
+                "{text}: {err}"
+            );
+            assert!(!err.contains(&text[6..]), "{err}");
+        }
+        // Any other length is an ordinary password.
+        for text in [
+            "*",
+            "*secret",
+            &NATIVE_PASSWORD[..40],
+            &format!("{NATIVE_PASSWORD}0"),
+        ] {
+            assert_eq!(Secret::parse(text).unwrap(), Secret::Plain(text.into()));
+        }
+    }
+
+    #[test]
+    fn sha2() {
+        use sha2::{Digest, Sha256};
+        let want: [u8; 32] = Sha256::digest(Sha256::digest(b"password")).into();
+        let s = Secret::parse(SHA2_PASSWORD).unwrap();
+        assert_eq!(s, Secret::Sha2 { stored: want });
+        assert_eq!(s.to_config_string(), SHA2_PASSWORD);
+        assert_eq!(s.kind(), "caching_sha2 hash");
+        assert!(!s.can_log_in());
+        assert_eq!(format!("{s:?}"), "Sha2(<redacted>)");
+        let upper = format!("sha2:{}", SHA2_PASSWORD[5..].to_ascii_uppercase());
+        assert_eq!(Secret::parse(&upper).unwrap(), s);
+        assert_eq!(
+            Secret::parse(&upper).unwrap().to_config_string(),
+            SHA2_PASSWORD
+        );
+        let cases = [
+            ("sha2:", "it has 0 hex digits instead of 64"),
+            (&SHA2_PASSWORD[..68], "it has 63 hex digits instead of 64"),
+            (
+                &format!("{SHA2_PASSWORD}00"),
+                "it has 66 hex digits instead of 64",
+            ),
+            (
+                &format!("{}x", &SHA2_PASSWORD[..68]),
+                "it contains characters that are not hex digits",
+            ),
+            (
+                "sha2:secret",
+                "it contains characters that are not hex digits",
+            ),
+        ];
+        for (text, want) in cases {
+            let err = Secret::parse(text).unwrap_err();
+            assert!(
+                err.starts_with("password \"sha2:")
+                    && err.contains(&format!(
+                        "starts with \"sha2:\" but {want}; a caching_sha2 hash is"
+                    )),
+                "{text}: {err}"
+            );
+        }
+        // Only the exact prefix counts.
+        assert_eq!(
+            Secret::parse("sha256:abc").unwrap(),
+            Secret::Plain("sha256:abc".into())
+        );
+    }
+
+    #[test]
+    fn config_strings_round_trip() {
+        for text in [
+            "secret",
+            "md5a3556571e93b0d20722ba62be61e8c2d",
+            PENCIL,
+            NATIVE_PASSWORD,
+            SHA2_PASSWORD,
+        ] {
+            let s = Secret::parse(text).unwrap();
+            assert_eq!(s.to_config_string(), text);
+            assert_eq!(Secret::parse(&s.to_config_string()).unwrap(), s);
+        }
     }
 }

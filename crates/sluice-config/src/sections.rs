@@ -296,12 +296,23 @@ fn read_user(
     }
     let server_user = r.nonempty_string("server_user");
     let server_password = r.secret("server_password");
-    if let Some(secret @ Secret::Scram(_)) = &server_password {
-        let kind = secret.kind();
-        r.error(
-            "server_password",
-            format!("a {kind} verifier cannot log in to a server; give the plaintext password or an md5 hash"),
-        );
+    // Hashes that do not contain the password cannot answer a server's challenge.
+    match &server_password {
+        Some(secret @ Secret::Scram(_)) => {
+            let kind = secret.kind();
+            r.error(
+                "server_password",
+                format!("a {kind} verifier cannot log in to a server; give the plaintext password or an md5 hash"),
+            );
+        }
+        Some(secret @ (Secret::MysqlNative { .. } | Secret::Sha2 { .. })) => {
+            let kind = secret.kind();
+            r.error(
+                "server_password",
+                format!("a {kind} cannot log in to a server; give the plaintext password"),
+            );
+        }
+        Some(Secret::Plain(_) | Secret::Md5 { .. }) | None => {}
     }
     let pool_size = r.count("pool_size", 1, MAX_COUNT);
     let renamed = server_user.as_deref().filter(|s| *s != name);
@@ -398,13 +409,13 @@ fn read_listener(
     let auth = r
         .choice("auth", AuthMethod::ALL)
         .unwrap_or(AuthMethod::Passthrough);
-    if protocol == Some(Protocol::Mysql)
-        && matches!(auth, AuthMethod::ScramSha256 | AuthMethod::Md5)
+    if let (Some(protocol), Some(only)) = (protocol, auth.protocol())
+        && protocol != only
     {
         r.error(
             "auth",
             format!(
-                "auth {:?} is only available on postgres listeners",
+                "auth {:?} is only available on {only} listeners",
                 auth.as_str()
             ),
         );

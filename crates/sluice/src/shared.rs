@@ -20,6 +20,8 @@ pub struct Shared {
     pub pins: PinCounters,
     pub effects: crate::session::effects::EffectCache,
     pub my_effects: crate::session::effects::EffectCache,
+    /// State of the MySQL frontend shared by its clients.
+    pub mysql: crate::frontend::mysql::SharedState,
     /// Transaction mode: the virtual process id of the client that last held each
     /// server connection (by the server's pid), so notifications name their sender
     /// the way that client knows itself.
@@ -45,6 +47,7 @@ impl Shared {
             pins: PinCounters::default(),
             effects: Default::default(),
             my_effects: crate::session::effects::EffectCache::new(sluice_sql::Dialect::MySql),
+            mysql: Default::default(),
             holders: Default::default(),
             connectors,
             shutdown,

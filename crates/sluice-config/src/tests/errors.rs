@@ -1,6 +1,7 @@
 //! Every kind of error, reported with the right line, and many errors reported together.
 
 use super::{BASE, assert_errors, errs};
+use crate::Secret;
 
 #[test]
 fn syntax_error_has_its_line() {
@@ -216,7 +217,7 @@ tls = "on"
             ),
             (
                 Some(29),
-                "[listeners.pg] auth: invalid value \"password\"; expected one of: \"passthrough\", \"scram-sha-256\", \"md5\", \"trust\"",
+                "[listeners.pg] auth: invalid value \"password\"; expected one of: \"passthrough\", \"scram-sha-256\", \"md5\", \"trust\", \"mysql_native_password\", \"caching_sha2_password\"",
             ),
             (
                 Some(30),
@@ -343,6 +344,80 @@ databases = []
             ),
             (Some(26), "[users.c] databases: must not be empty"),
         ],
+    );
+}
+
+#[test]
+fn mysql_user_errors() {
+    // Near misses of the MySQL hash forms, and MySQL hashes as server_password (they cannot
+    // log in to a server).
+    let text = format!(
+        r#"{BASE}
+[users.a]
+password = "*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E1Z"
+
+[users.b]
+password = "sha2:73641c99f7719f57d8f4beb11a303afcd190243a51ced8782ca6d3dbe014d1"
+
+[users.c]
+password = "*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19"
+server_password = "*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19"
+
+[users.d]
+password = "x"
+server_password = "sha2:73641c99f7719f57d8f4beb11a303afcd190243a51ced8782ca6d3dbe014d146"
+
+[users.e]
+password = "sha2:"
+"#
+    );
+    let expected = [
+        "test.toml:15: [users.a] password: password \"*2470C…\" looks like a mysql_native_password \
+         hash but it contains characters that are not hex digits; that format is \"*\" followed \
+         by 40 hex digits of SHA1(SHA1(password)), as in mysql.user.authentication_string",
+        "test.toml:18: [users.b] password: password \"sha2:7…\" starts with \"sha2:\" but it has \
+         62 hex digits instead of 64; a caching_sha2 hash is \"sha2:\" followed by 64 hex digits \
+         of SHA256(SHA256(password))",
+        "test.toml:22: [users.c] server_password: a mysql_native_password hash cannot log in to a \
+         server; give the plaintext password",
+        "test.toml:26: [users.d] server_password: a caching_sha2 hash cannot log in to a server; \
+         give the plaintext password",
+        "test.toml:29: [users.e] password: password \"sha2:…\" starts with \"sha2:\" but it has 0 \
+         hex digits instead of 64; a caching_sha2 hash is \"sha2:\" followed by 64 hex digits of \
+         SHA256(SHA256(password))",
+    ];
+    assert_eq!(errs(&text).to_string(), expected.join("\n"));
+
+    // Fixed, they load; a plaintext server_password goes with a MySQL hash password.
+    let fixed = text
+        .replace("D1E1Z", "D1E19")
+        .replace("e014d1\"", "e014d146\"")
+        .replace(
+            "server_password = \"*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19\"",
+            "server_password = \"password\"",
+        )
+        .replace(
+            "server_password = \"sha2:73641c99f7719f57d8f4beb11a303afcd190243a51ced8782ca6d3dbe014d146\"",
+            "server_password = \"password\"",
+        )
+        .replace("password = \"sha2:\"", "password = \"sha2\"");
+    let config = super::ok(&fixed);
+    let user = &config.users["c"];
+    assert_eq!(
+        user.password.as_ref().map(Secret::kind),
+        Some("mysql_native_password hash")
+    );
+    assert_eq!(
+        user.server_secret(),
+        Some(&Secret::Plain("password".into()))
+    );
+    assert_eq!(
+        config.users["b"].password.as_ref().map(Secret::kind),
+        Some("caching_sha2 hash")
+    );
+    assert_eq!(
+        config.users["e"].password,
+        Some(Secret::Plain("sha2".into()))
     );
 }
 

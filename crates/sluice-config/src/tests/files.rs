@@ -60,12 +60,47 @@ fn every_example_parses_and_validates() {
             seen.push(path.file_name().map(|n| n.to_string_lossy().into_owned()));
         }
     }
-    for name in ["sluice.toml", "transaction-pooling.toml", "tls.toml"] {
+    for name in [
+        "sluice.toml",
+        "transaction-pooling.toml",
+        "tls.toml",
+        "mysql.toml",
+    ] {
         assert!(
             seen.contains(&Some(name.to_string())),
             "examples/{name} missing"
         );
     }
+}
+
+#[test]
+fn mysql_example() {
+    let options = ValidateOptions {
+        check_files: false,
+        base_dir: None,
+    };
+    let config = load_with(&examples_dir().join("mysql.toml"), &options).expect("valid");
+    let app = &config.listeners["app"];
+    assert_eq!(
+        (app.protocol, app.address.as_str(), app.auth),
+        (
+            Protocol::Mysql,
+            "127.0.0.1:6033",
+            AuthMethod::MysqlNativePassword
+        )
+    );
+    assert_eq!(config.pool_for(app).mode, PoolMode::Transaction);
+    assert_eq!(config.listeners["admin"].auth, AuthMethod::Passthrough);
+    let shop = &config.users["shop"];
+    assert!(matches!(shop.password, Some(Secret::MysqlNative { .. })));
+    assert_eq!(
+        shop.server_secret(),
+        Some(&Secret::Plain("shop-secret".into()))
+    );
+    // The comment's claim: the hash is that of "shop-secret".
+    use sha1::{Digest, Sha1};
+    let stored: [u8; 20] = Sha1::digest(Sha1::digest(b"shop-secret")).into();
+    assert_eq!(shop.password, Some(Secret::MysqlNative { stored }));
 }
 
 #[test]
@@ -205,10 +240,37 @@ fn docs_examples_are_accurate() {
         Ok(builtin_default())
     );
     assert!(BUILTIN_DEFAULT_TOML.contains(tomls[1].as_str()));
-    // 3: the full example validates.
-    if let Err(errors) = parse_with(&tomls[2], "full.toml", &options) {
-        panic!("full example in docs does not validate:\n{errors}");
+    // 3: the full example validates, with both protocols.
+    let full = match parse_with(&tomls[2], "full.toml", &options) {
+        Ok(config) => config,
+        Err(errors) => panic!("full example in docs does not validate:\n{errors}"),
+    };
+    let protocols: Vec<Protocol> = full.listeners.values().map(|l| l.protocol).collect();
+    assert!(protocols.contains(&Protocol::Postgres) && protocols.contains(&Protocol::Mysql));
+    // The hashes given as examples in the text are what they claim to be.
+    use sha1::{Digest, Sha1};
+    use sha2::Sha256;
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md"),
+    )
+    .expect("docs/configuration.md exists");
+    let native: [u8; 20] = Sha1::digest(Sha1::digest(b"password")).into();
+    let sha2: [u8; 32] = Sha256::digest(Sha256::digest(b"password")).into();
+    for secret in [
+        Secret::MysqlNative { stored: native },
+        Secret::Sha2 { stored: sha2 },
+    ] {
+        let shown = format!(
+            "`\"{}\"` for password `password`",
+            secret.to_config_string()
+        );
+        assert!(text.contains(&shown), "docs lack {shown}");
     }
+    let shop: [u8; 20] = Sha1::digest(Sha1::digest(b"shop-secret")).into();
+    assert_eq!(
+        full.users["shop"].password,
+        Some(Secret::MysqlNative { stored: shop })
+    );
 }
 
 #[test]

@@ -187,26 +187,115 @@ fn no_listeners() {
 }
 
 #[test]
-fn mysql_listener_auth() {
+fn listener_auth_matches_protocol() {
+    // scram-sha-256 and md5 are PostgreSQL's, mysql_native_password and caching_sha2_password
+    // MySQL's; passthrough and trust work on both.
     let text = r#"
 [servers.my]
 protocol = "mysql"
 host = "127.0.0.1"
 
+[servers.pg]
+protocol = "postgres"
+host = "127.0.0.1"
+
 [clusters.my]
 servers = ["my"]
 
-[listeners.my]
+[clusters.pg]
+servers = ["pg"]
+
+[listeners.my_md5]
 protocol = "mysql"
 address = "127.0.0.1:6033"
 cluster = "my"
 auth = "md5"
+
+[listeners.my_scram]
+protocol = "mysql"
+address = "127.0.0.1:6034"
+cluster = "my"
+auth = "scram-sha-256"
+
+[listeners.pg_native]
+protocol = "postgres"
+address = "127.0.0.1:6432"
+cluster = "pg"
+auth = "mysql_native_password"
+
+[listeners.pg_sha2]
+protocol = "postgres"
+address = "127.0.0.1:6433"
+cluster = "pg"
+auth = "caching_sha2_password"
+
+[listeners.my_native]
+protocol = "mysql"
+address = "127.0.0.1:6035"
+cluster = "my"
+auth = "mysql_native_password"
+
+[listeners.my_sha2]
+protocol = "mysql"
+address = "127.0.0.1:6036"
+cluster = "my"
+auth = "caching_sha2_password"
+
+[listeners.my_trust]
+protocol = "mysql"
+address = "127.0.0.1:6037"
+cluster = "my"
+auth = "trust"
+
+[listeners.my_passthrough]
+protocol = "mysql"
+address = "127.0.0.1:6038"
+cluster = "my"
+auth = "passthrough"
+
+[listeners.pg_trust]
+protocol = "postgres"
+address = "127.0.0.1:6434"
+cluster = "pg"
+auth = "trust"
 "#;
     assert_errors(
         text,
-        &[(
-            Some(13),
-            "auth \"md5\" is only available on postgres listeners",
-        )],
+        &[
+            (
+                Some(20),
+                "[listeners.my_md5] auth: auth \"md5\" is only available on postgres listeners",
+            ),
+            (
+                Some(26),
+                "[listeners.my_scram] auth: auth \"scram-sha-256\" is only available on postgres listeners",
+            ),
+            (
+                Some(32),
+                "[listeners.pg_native] auth: auth \"mysql_native_password\" is only available on mysql listeners",
+            ),
+            (
+                Some(38),
+                "[listeners.pg_sha2] auth: auth \"caching_sha2_password\" is only available on mysql listeners",
+            ),
+        ],
     );
+    // The same listeners without the four mismatches are valid.
+    let valid: String = text
+        .split("\n\n")
+        .filter(|block| {
+            !["my_md5]", "my_scram]", "pg_native]", "pg_sha2]"]
+                .iter()
+                .any(|l| block.contains(l))
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    let config = super::ok(&valid);
+    let auth = |name: &str| config.listeners[name].auth;
+    assert_eq!(auth("my_native"), crate::AuthMethod::MysqlNativePassword);
+    assert_eq!(auth("my_sha2"), crate::AuthMethod::CachingSha2Password);
+    assert_eq!(auth("my_trust"), crate::AuthMethod::Trust);
+    assert_eq!(auth("my_passthrough"), crate::AuthMethod::Passthrough);
+    assert_eq!(auth("pg_trust"), crate::AuthMethod::Trust);
+    assert_eq!(config.listeners.len(), 5);
 }

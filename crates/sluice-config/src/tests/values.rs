@@ -218,6 +218,112 @@ fn enums_round_trip() {
         assert_eq!(text.parse::<AuthMethod>(), Ok(*value));
         assert_eq!(value.to_string(), *text);
     }
+    assert_eq!(
+        "mysql_native_password".parse::<AuthMethod>(),
+        Ok(AuthMethod::MysqlNativePassword)
+    );
+    assert_eq!(
+        "caching_sha2_password".parse::<AuthMethod>(),
+        Ok(AuthMethod::CachingSha2Password)
+    );
+    for (method, only) in [
+        (AuthMethod::Passthrough, None),
+        (AuthMethod::Trust, None),
+        (AuthMethod::ScramSha256, Some(Protocol::Postgres)),
+        (AuthMethod::Md5, Some(Protocol::Postgres)),
+        (AuthMethod::MysqlNativePassword, Some(Protocol::Mysql)),
+        (AuthMethod::CachingSha2Password, Some(Protocol::Mysql)),
+    ] {
+        assert_eq!(method.protocol(), only, "{method}");
+        for protocol in [Protocol::Postgres, Protocol::Mysql] {
+            assert_eq!(
+                method.is_available_on(protocol),
+                only.is_none_or(|p| p == protocol),
+                "{method} on {protocol}"
+            );
+        }
+    }
     assert!("nope".parse::<PoolMode>().is_err());
     assert_eq!(Protocol::Mysql.default_port(), 3306);
+}
+
+#[test]
+fn mysql_auth() {
+    let text = format!(
+        r#"{BASE}
+[servers.my1]
+protocol = "mysql"
+host = "127.0.0.1"
+
+[clusters.my]
+servers = ["my1"]
+
+[users.native]
+password = "*2470c0c06dee42fd1618bb99005adca2ec9d1e19"
+server_password = "password"
+
+[users.sha2]
+password = "sha2:73641C99F7719F57D8F4BEB11A303AFCD190243A51CED8782CA6D3DBE014D146"
+
+[users.plain]
+password = "password"
+
+[listeners.native]
+protocol = "mysql"
+address = "127.0.0.1:6033"
+cluster = "my"
+auth = "mysql_native_password"
+
+[listeners.sha2]
+protocol = "mysql"
+address = "127.0.0.1:6034"
+cluster = "my"
+auth = "caching_sha2_password"
+"#
+    );
+    let config = ok(&text);
+    assert_eq!(
+        config.listeners["native"].auth,
+        AuthMethod::MysqlNativePassword
+    );
+    assert_eq!(
+        config.listeners["sha2"].auth,
+        AuthMethod::CachingSha2Password
+    );
+    let native = &config.users["native"];
+    let Some(Secret::MysqlNative { stored }) = &native.password else {
+        panic!("{native:?}")
+    };
+    assert_eq!((stored[0], stored[19]), (0x24, 0x19));
+    // Written back the way MySQL writes it: uppercase.
+    assert_eq!(
+        native
+            .password
+            .as_ref()
+            .map(Secret::to_config_string)
+            .as_deref(),
+        Some("*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19")
+    );
+    assert_eq!(
+        native.server_secret(),
+        Some(&Secret::Plain("password".into()))
+    );
+    let sha2 = &config.users["sha2"];
+    let Some(Secret::Sha2 { stored }) = &sha2.password else {
+        panic!("{sha2:?}")
+    };
+    assert_eq!((stored[0], stored[31]), (0x73, 0x46));
+    assert_eq!(
+        sha2.password
+            .as_ref()
+            .map(Secret::to_config_string)
+            .as_deref(),
+        Some("sha2:73641c99f7719f57d8f4beb11a303afcd190243a51ced8782ca6d3dbe014d146")
+    );
+    // Without server_password the server login uses `password`, which a hash cannot do.
+    assert_eq!(sha2.server_secret().map(Secret::can_log_in), Some(false));
+    assert_eq!(
+        config.users["plain"].password,
+        Some(Secret::Plain("password".into()))
+    );
 }

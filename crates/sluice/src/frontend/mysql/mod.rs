@@ -2,8 +2,11 @@
 //! TLS upgrade and authentication, gets the client a server connection through the
 //! router and pool, then hands the session to the relay loop.
 
+mod auth;
 mod login;
+mod passthrough;
 mod relay;
+mod rsa;
 mod state;
 mod stmts;
 
@@ -15,6 +18,18 @@ use bytes::BytesMut;
 use sluice_wire_mysql::{consts, packet, resp};
 use std::sync::Arc;
 use tokio::net::TcpStream;
+
+/// What MySQL clients of one Sluice instance share: the servers' greetings (for
+/// greeting clients of configured users), the users who completed caching_sha2's full
+/// authentication (their next logins take the fast path), and the RSA key.
+#[derive(Default)]
+pub struct SharedState {
+    pub greetings: parking_lot::Mutex<
+        std::collections::HashMap<String, Arc<sluice_wire_mysql::handshake::HandshakeV10>>,
+    >,
+    pub sha2_cache: parking_lot::Mutex<std::collections::HashSet<String>>,
+    pub rsa: std::sync::OnceLock<Option<rsa::RsaKey>>,
+}
 
 /// How long a client may take from connecting to being logged in.
 const LOGIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);

@@ -44,7 +44,7 @@ fn verifier_of(secret: Option<&Secret>) -> Option<Verifier> {
             stored_key: v.stored_key,
             server_key: v.server_key,
         }),
-        Secret::Md5 { .. } => None,
+        Secret::Md5 { .. } | Secret::MysqlNative { .. } | Secret::Sha2 { .. } => None,
     }
 }
 
@@ -96,7 +96,8 @@ async fn md5(c: &mut Client, user: &str, secret: Option<&Secret>, max: usize) ->
         Some(Secret::Md5 { hash }) => Some(format!("md5{}", hex(hash))),
         // Like PostgreSQL: a SCRAM secret cannot answer md5, so SCRAM is used instead.
         Some(Secret::Scram(_)) => return scram(c, user, secret, max).await,
-        None => None,
+        // MySQL hashes cannot answer PostgreSQL's exchanges.
+        Some(Secret::MysqlNative { .. } | Secret::Sha2 { .. }) | None => None,
     };
     let salt: [u8; 4] = rand::random();
     let mut out = BytesMut::new();
@@ -134,6 +135,12 @@ pub async fn check(
         AuthMethod::ScramSha256 | AuthMethod::Passthrough => {
             scram(c, user, cfg.and_then(|u| u.password.as_ref()), max).await
         }
+        // Validation keeps MySQL methods off PostgreSQL listeners.
+        AuthMethod::MysqlNativePassword | AuthMethod::CachingSha2Password => Err(Error::new(
+            Kind::Unsupported,
+            Side::Internal,
+            "this authentication method is for MySQL listeners",
+        )),
     }
 }
 

@@ -1,0 +1,299 @@
+//! Authentication of `[users]` by Sluice itself on MySQL listeners: Sluice greets the
+//! client with its own scramble and checks the answer against the configured secret:
+//! mysql_native_password, or caching_sha2_password (the fast path once a user has
+//! logged in since start; before that the full authentication: the password in clear
+//! over TLS, or RSA-encrypted with Sluice's public key over plain TCP). The client's
+//! server connections come from the pool, which logs in with the user's server
+//! credentials.
+
+use super::Client;
+use super::login::{Arrival, FirstConn, Session, finish, greet_client, read_client, send};
+use crate::backend::mysql::{Opener, read_packet};
+use crate::backend::{Credentials, LoginError, Target, connect_tcp};
+use crate::error::Error;
+use crate::frontend::ListenerCtx;
+use crate::shared::Shared;
+use crate::stream::Stream;
+use bytes::BytesMut;
+use sluice_config::{AuthMethod, Config, PoolMode, Secret, User};
+use sluice_wire_mysql::auth as scramble;
+use sluice_wire_mysql::handshake::{AuthSwitchRequest, HandshakeV10};
+use sluice_wire_mysql::{consts, resp};
+use std::sync::Arc;
+
+pub(super) async fn login(
+    shared: &Arc<Shared>,
+    ctx: &ListenerCtx,
+    mut c: Client,
+    config: &Config,
+    target: Target,
+) -> Option<(Session, Client)> {
+    let max = config.general.max_message_size;
+    let hs = match server_greeting(shared, &target).await {
+        Ok(h) => h,
+        Err(e) => {
+            c.fatal(0, &e).await;
+            return None;
+        }
+    };
+    let salt: [u8; 20] = std::array::from_fn(|_| rand::random_range(b'!'..=b'~'));
+    let plugin: &[u8] = match ctx.cfg.auth {
+        AuthMethod::CachingSha2Password => scramble::CACHING_SHA2_PASSWORD,
+        _ => scramble::MYSQL_NATIVE_PASSWORD,
+    };
+    let id = shared.next_pid() as u32;
+    let greeting = HandshakeV10 {
+        connection_id: id,
+        auth_plugin_data: salt.to_vec(),
+        auth_plugin_name: plugin.to_vec(),
+        ..(*hs).clone()
+    };
+    let (mut c, cseq, hello, offer) = greet_client(c, ctx, greeting, max).await?;
+    let client_caps = hello.capabilities & offer;
+    c.caps = client_caps;
+    let user = String::from_utf8_lossy(&hello.username).into_owned();
+    let database = hello
+        .database
+        .as_deref()
+        .map(|d| String::from_utf8_lossy(d).into_owned())
+        .unwrap_or_default();
+    let user_cfg = config.users.get(&user);
+    let mut ex = Exchange {
+        c: &mut c,
+        seq: cseq.wrapping_add(1),
+        salt: &salt,
+        max,
+    };
+    let used_password = !hello.auth_response.is_empty();
+    let verdict = ex
+        .check(
+            shared,
+            ctx.cfg.auth,
+            user_cfg,
+            &user,
+            plugin,
+            &hello.auth_response,
+            hello.auth_plugin.as_deref(),
+        )
+        .await;
+    let mut seq = ex.seq;
+    let Some(true) = verdict else {
+        if verdict.is_some() {
+            let yes = if used_password { "YES" } else { "NO" };
+            let msg = format!("Access denied for user '{user}'@'sluice' (using password: {yes})");
+            c.fatal_code(seq, consts::ER_ACCESS_DENIED_ERROR, "28000", &msg)
+                .await;
+        }
+        return None;
+    };
+    if let Some(u) = user_cfg.filter(|u| !u.may_use_database(&database)) {
+        let msg = format!(
+            "Access denied for user '{}'@'sluice' to database '{database}'",
+            u.name
+        );
+        c.fatal_code(seq, 1044, "42000", &msg).await;
+        return None;
+    }
+    let (server_user, password) = match user_cfg {
+        Some(u) => (
+            u.server_user().to_owned(),
+            match u.server_secret() {
+                Some(Secret::Plain(p)) => Some(p.clone()),
+                _ => None,
+            },
+        ),
+        None => (user.clone(), None),
+    };
+    let opener = Arc::new(Opener {
+        target,
+        creds: Credentials {
+            user: server_user,
+            password,
+        },
+        database: database.clone(),
+        caps: client_caps & !consts::CLIENT_SSL,
+        charset: hello.charset,
+    });
+    let arrival = Arrival {
+        user,
+        database,
+        client_caps,
+        charset: hello.charset,
+        id,
+        welcome: (*hs).clone(),
+        lease: FirstConn::Pool(opener),
+    };
+    let (mut c, mut session) = finish(shared, ctx, c, arrival).await?;
+    // A first server connection proves the server accepts this user and database; in
+    // transaction mode, once the pool has one, logins need none.
+    if session.mode == PoolMode::Session || session.pool.counts().0 == 0 {
+        match session.pool.lease().await {
+            Ok(l) => session.lease = Some(l),
+            Err(LoginError::Server(err)) => {
+                let _ = send(&mut c.stream, seq, &err).await;
+                return None;
+            }
+            Err(LoginError::Proxy(e)) => {
+                c.fatal(seq, &e).await;
+                return None;
+            }
+        }
+        if session.mode == PoolMode::Transaction
+            && let Some(l) = session.lease.take()
+        {
+            l.put_back();
+        }
+    }
+    let mut ok = Vec::new();
+    resp::encode_ok(
+        &mut ok,
+        client_caps,
+        0,
+        0,
+        consts::SERVER_STATUS_AUTOCOMMIT,
+        0,
+        b"",
+    );
+    seq = send(&mut c.stream, seq, &ok).await.ok()?;
+    let _ = seq;
+    Some((session, c))
+}
+
+/// What the server says at login (version, capabilities, charset), for greeting
+/// clients: remembered per server, else read from a short-lived connection.
+async fn server_greeting(shared: &Shared, t: &Target) -> Result<Arc<HandshakeV10>, Error> {
+    let addr = t.addr();
+    if let Some(h) = shared.mysql.greetings.lock().get(&addr) {
+        return Ok(h.clone());
+    }
+    let mut stream = Stream::Plain(connect_tcp(t).await?);
+    let mut buf = BytesMut::new();
+    let (_, p) = read_packet(&mut stream, &mut buf, t.max_message).await?;
+    let hs = HandshakeV10::parse(&p).ok_or_else(|| {
+        let why = resp::ErrPacket::parse(&p)
+            .map(|e| String::from_utf8_lossy(e.message).into_owned())
+            .unwrap_or_else(|| "malformed handshake".into());
+        Error::server_gone(format!("server {addr} refused a connection: {why}"))
+    })?;
+    let hs = Arc::new(hs);
+    shared.mysql.greetings.lock().insert(addr, hs.clone());
+    Ok(hs)
+}
+
+/// One client's authentication exchange.
+struct Exchange<'a> {
+    c: &'a mut Client,
+    /// Sequence id of Sluice's next packet.
+    seq: u8,
+    salt: &'a [u8; 20],
+    max: usize,
+}
+
+impl Exchange<'_> {
+    async fn send(&mut self, payload: &[u8]) -> Option<()> {
+        self.seq = send(&mut self.c.stream, self.seq, payload).await.ok()?;
+        Some(())
+    }
+
+    async fn read(&mut self) -> Option<Vec<u8>> {
+        let (s, p) = read_client(self.c, self.max).await?;
+        self.seq = s.wrapping_add(1);
+        Some(p.to_vec())
+    }
+
+    /// Some(true): authenticated; Some(false): refused; None: the client left.
+    #[allow(clippy::too_many_arguments)]
+    async fn check(
+        &mut self,
+        shared: &Shared,
+        method: AuthMethod,
+        user_cfg: Option<&User>,
+        user: &str,
+        plugin: &[u8],
+        first: &[u8],
+        client_plugin: Option<&[u8]>,
+    ) -> Option<bool> {
+        let Some(u) = user_cfg else {
+            return Some(false);
+        };
+        if method == AuthMethod::Trust {
+            return Some(true);
+        }
+        let mut answer = first.to_vec();
+        if client_plugin.is_some_and(|p| p != plugin) {
+            let mut data = self.salt.to_vec();
+            data.push(0);
+            let mut p = Vec::new();
+            AuthSwitchRequest {
+                plugin,
+                data: &data,
+            }
+            .encode(&mut p);
+            self.send(&p).await?;
+            answer = self.read().await?;
+        }
+        let secret = u.password.as_ref();
+        if method == AuthMethod::CachingSha2Password {
+            return self.sha2(shared, user, secret, &answer).await;
+        }
+        Some(match secret {
+            Some(Secret::Plain(p)) if p.is_empty() => answer.is_empty(),
+            Some(Secret::Plain(p)) => {
+                scramble::native_verify(&scramble::native_stored(p.as_bytes()), self.salt, &answer)
+            }
+            Some(Secret::MysqlNative { stored }) => {
+                scramble::native_verify(stored, self.salt, &answer)
+            }
+            _ => false,
+        })
+    }
+
+    async fn sha2(
+        &mut self,
+        shared: &Shared,
+        user: &str,
+        secret: Option<&Secret>,
+        answer: &[u8],
+    ) -> Option<bool> {
+        let stored = match secret {
+            Some(Secret::Plain(p)) if p.is_empty() => return Some(answer.is_empty()),
+            Some(Secret::Plain(p)) => scramble::sha2_stored(p.as_bytes()),
+            Some(Secret::Sha2 { stored }) => *stored,
+            _ => return Some(false),
+        };
+        let cached = shared.mysql.sha2_cache.lock().contains(user);
+        if cached && scramble::sha2_verify(&stored, self.salt, answer) {
+            self.send(&[1, scramble::SHA2_FAST_AUTH_OK]).await?;
+            return Some(true);
+        }
+        // Full authentication: the password itself, in clear only over TLS.
+        self.send(&[1, scramble::SHA2_PERFORM_FULL_AUTH]).await?;
+        let mut reply = self.read().await?;
+        if !self.c.stream.is_tls() {
+            if reply != [scramble::SHA2_REQUEST_PUBLIC_KEY] {
+                return Some(false);
+            }
+            let key = shared.mysql.rsa.get_or_init(super::rsa::RsaKey::generate);
+            let Some(key) = key.as_ref() else {
+                return Some(false);
+            };
+            let mut more = vec![1];
+            more.extend_from_slice(&key.pem);
+            self.send(&more).await?;
+            let sealed = self.read().await?;
+            let Some(mut clear) = key.decrypt(&sealed) else {
+                return Some(false);
+            };
+            for (i, b) in clear.iter_mut().enumerate() {
+                *b ^= self.salt[i % self.salt.len()];
+            }
+            reply = clear;
+        }
+        let password = reply.strip_suffix(&[0]).unwrap_or(&reply);
+        let ok = scramble::sha2_stored(password) == stored;
+        if ok {
+            shared.mysql.sha2_cache.lock().insert(user.to_owned());
+        }
+        Some(ok)
+    }
+}
