@@ -303,3 +303,56 @@ async fn parameter_types_follow_the_statement() {
     assert!(x.ping_ok().await);
     h.shutdown(Duration::from_secs(5)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_reaches_the_connection_the_client_uses() {
+    let db = mariadb();
+    db.create_user("other", "other-pw", "mysql_native_password")
+        .unwrap();
+    let h = sluice(&config_text(&db, 4, "5s", "")).await;
+    let a = addr(&h, "tx");
+    let mut victim = connect(a).await;
+    let vid = victim.id();
+    assert!(
+        vid >= 1_000_000,
+        "transaction-mode clients get Sluice's ids: {vid}"
+    );
+    let started = std::time::Instant::now();
+    let q = tokio::spawn(async move {
+        let r: Result<Option<i64>, _> = victim.query_first("SELECT SLEEP(20)").await;
+        (r, victim)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut killer = connect(a).await;
+    killer
+        .query_drop(format!("KILL QUERY {vid}"))
+        .await
+        .unwrap();
+    let (r, mut victim) = q.await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10), "{r:?}");
+    // Killed SLEEP returns 1 (or the query reports the interruption).
+    assert!(matches!(r, Ok(Some(1))) || r.is_err(), "{r:?}");
+    // The victim's session goes on.
+    let one: Option<i64> = victim.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+    // Another user may not kill it.
+    let mut stranger = mysql_async::Conn::new(opts(a, "other", "other-pw", None))
+        .await
+        .unwrap();
+    match stranger.query_drop(format!("KILL {vid}")).await {
+        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1095, "{e:?}"),
+        r => panic!("{r:?}"),
+    }
+    // An idle client (no server connection) killed: its socket is closed.
+    killer
+        .query_drop(format!("KILL CONNECTION {vid}"))
+        .await
+        .unwrap();
+    assert!(victim.query_drop("SELECT 1").await.is_err());
+    // Ids Sluice does not know go to the server.
+    match killer.query_drop("KILL 999999").await {
+        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1094, "{e:?}"),
+        r => panic!("{r:?}"),
+    }
+    h.shutdown(Duration::from_secs(5)).await;
+}

@@ -143,6 +143,7 @@ pub(super) async fn login(
         {
             l.put_back();
         }
+        session.sync_kill();
     }
     let mut ok = Vec::new();
     resp::encode_ok(

@@ -25,6 +25,17 @@ pub struct Session {
     pub max_message: usize,
     /// The connection id the client was told.
     pub id: u32,
+    /// Capabilities agreed with the client.
+    pub caps: u64,
+    /// The client's entry for KILL.
+    pub kill: super::kill::Registration,
+}
+
+impl Session {
+    /// Tells KILL which server connection the client holds now.
+    pub fn sync_kill(&self) {
+        self.kill.set_server(self.lease.as_ref().map(|l| l.conn.id));
+    }
 }
 
 /// Capabilities that change what a server answers: every client of a pool has the same.
@@ -138,18 +149,25 @@ pub(super) async fn finish(
         }
     };
     let max = plan.target.max_message;
+    let kill = shared
+        .mysql
+        .clients
+        .register(a.id, a.user.clone(), c.stream.tcp());
     let mut session = Session {
         mode: plan.mode,
         pool: plan.pool.clone(),
         lease,
         max_message: max,
         id: a.id,
+        caps: a.client_caps,
+        kill,
     };
     if session.mode == PoolMode::Transaction
         && let Some(l) = session.lease.take()
     {
         l.put_back();
     }
+    session.sync_kill();
     Some((c, session))
 }
 

@@ -3,6 +3,7 @@
 //! router and pool, then hands the session to the relay loop.
 
 mod auth;
+mod kill;
 mod login;
 mod passthrough;
 mod relay;
@@ -29,6 +30,8 @@ pub struct SharedState {
     >,
     pub sha2_cache: parking_lot::Mutex<std::collections::HashSet<String>>,
     pub rsa: std::sync::OnceLock<Option<rsa::RsaKey>>,
+    /// Every client by the connection id Sluice gave it, for KILL.
+    pub clients: Arc<kill::Clients>,
 }
 
 /// How long a client may take from connecting to being logged in.

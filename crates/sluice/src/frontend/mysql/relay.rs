@@ -52,6 +52,8 @@ pub(super) enum Origin {
     Injected,
     /// Sluice's own COM_STMT_PREPARE for the client command waiting in its buffer.
     InjectedPrepare { hash: u128 },
+    /// A client's KILL, rewritten to a server connection another client holds.
+    Kill,
 }
 
 /// What became of a client command.
@@ -69,6 +71,8 @@ pub(super) struct Relay {
     pub(super) s: Session,
     pub(super) io: Pump,
     pub(super) tracker: Tracker,
+    /// Clients whose connection a KILL of ours is aimed at, oldest first.
+    pub(super) kills: VecDeque<Arc<super::kill::Registered>>,
     /// One entry per command awaiting its answer, in order.
     pub(super) origins: VecDeque<Origin>,
     pub(super) ledger: Ledger,
@@ -105,6 +109,7 @@ pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
         io: Pump::new(&shared, client.stream, client.buf),
         shared,
         origins: VecDeque::new(),
+        kills: VecDeque::new(),
         ledger: Ledger::default(),
         stmts: Default::default(),
         blocked: false,
@@ -201,10 +206,12 @@ impl Relay {
             && !self.in_transaction()
             && !self.hold_once
             && !self.ledger.is_pinned()
+            && self.s.kill.may_release()
             && let Some(l) = self.s.lease.take()
         {
             tracing::trace!(client = self.s.id, server = l.conn.id, "release");
             l.put_back();
+            self.s.sync_kill();
         }
     }
 
@@ -305,6 +312,11 @@ impl Relay {
             );
             return Ok(Cmd::Consumed);
         }
+        let kill = match self.kill_target(cmd, len) {
+            Kill::NotOurs => None,
+            Kill::Answered => return Ok(Cmd::Consumed),
+            Kill::Server(sql) => Some(sql),
+        };
         let tx = self.s.mode == PoolMode::Transaction;
         let effects = if tx {
             self.hold_once = false;
@@ -323,6 +335,7 @@ impl Relay {
                 Ok(l) => {
                     tracing::trace!(client = self.s.id, server = l.conn.id, "lease");
                     self.s.lease = Some(l);
+                    self.s.sync_kill();
                 }
                 Err(crate::backend::LoginError::Proxy(e)) => {
                     queue_error(&mut self.io.to_client, answer_seq, &e);
@@ -337,6 +350,19 @@ impl Relay {
                     return Ok(Cmd::Consumed);
                 }
             }
+        }
+        if let Some(sql) = kill {
+            if tx {
+                self.replay();
+            }
+            let mut p = vec![consts::COM_QUERY];
+            p.extend_from_slice(sql.as_bytes());
+            if self.tracker.expect(consts::COM_QUERY) {
+                self.origins.push_back(Origin::Kill);
+            }
+            let mut seq = 0;
+            packet::write_packet(&mut self.io.to_server, &mut seq, &p);
+            return Ok(Cmd::Consumed);
         }
         if tx {
             self.replay();
@@ -448,12 +474,20 @@ impl Relay {
                     let head = head.to_vec();
                     self.client_done(cmd, ok, effects, &head);
                 }
+                Some(Origin::Kill) => {
+                    if let Some(t) = self.kills.pop_front() {
+                        t.done();
+                    }
+                }
                 _ => {}
             }
         }
     }
 
     async fn finish(&mut self, end: End) {
+        for t in self.kills.drain(..) {
+            t.done();
+        }
         match &end {
             End::Failed(e) => {
                 tracing::info!(client = self.s.id, error = %e, "closing client session");
@@ -490,6 +524,64 @@ impl Relay {
             }
             // Mid-request, the connection's state is unknown.
             _ => lease.discard(),
+        }
+    }
+}
+
+/// What to do with a KILL.
+enum Kill {
+    /// Not a KILL, or not of a Sluice client: the server decides.
+    NotOurs,
+    /// Sluice answered it.
+    Answered,
+    /// Run this instead (the target's server connection).
+    Server(String),
+}
+
+impl Relay {
+    /// A KILL naming one of Sluice's clients, mapped to the server connection it uses.
+    fn kill_target(&mut self, cmd: u8, len: usize) -> Kill {
+        let payload = &self.io.cbuf[4..4 + len];
+        let asked = match cmd {
+            consts::COM_PROCESS_KILL => super::state::stmt_id(payload).map(|id| (true, id)),
+            consts::COM_QUERY => {
+                let sql = &payload[1..];
+                let first = sql.iter().find(|b| !b.is_ascii_whitespace());
+                if matches!(first, Some(b'k' | b'K')) {
+                    super::kill::parse_kill(sql)
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        };
+        let Some((connection, id)) = asked else {
+            return Kill::NotOurs;
+        };
+        let Some(target) = self.shared.mysql.clients.get(id) else {
+            return Kill::NotOurs;
+        };
+        if target.user != self.s.kill.entry.user {
+            let msg = format!("You are not owner of thread {id}");
+            queue_err(&mut self.io.to_client, 1, 1095, "HY000", &msg);
+            return Kill::Answered;
+        }
+        match target.aim() {
+            Some(t) => {
+                let what = if connection { "CONNECTION" } else { "QUERY" };
+                self.kills.push_back(target);
+                Kill::Server(format!("KILL {what} {t}"))
+            }
+            None => {
+                if connection {
+                    target.close();
+                }
+                let mut ok = Vec::new();
+                sluice_wire_mysql::resp::encode_ok(&mut ok, self.s.caps, 0, 0, self.status, 0, b"");
+                let mut seq = 1;
+                packet::write_packet(&mut self.io.to_client, &mut seq, &ok);
+                Kill::Answered
+            }
         }
     }
 }

@@ -1,0 +1,159 @@
+//! KILL for MySQL clients: every client is known by the connection id Sluice gave it.
+//! `KILL [QUERY | CONNECTION] id` and COM_PROCESS_KILL naming a Sluice client are
+//! rewritten to the server connection that client is using at that moment (and to
+//! nothing else); a client holding none has no query to kill, and KILL CONNECTION then
+//! closes its socket. Ids Sluice does not know go to the server unchanged.
+
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// One client, as KILL sees it.
+pub struct Registered {
+    pub user: String,
+    /// The server connection (thread id) the client holds now, and how many KILLs of
+    /// it are on their way (the client keeps that connection until they have run, so a
+    /// KILL never reaches a connection another client got meanwhile).
+    state: Mutex<(Option<u32>, u32)>,
+    /// The client's socket, to close it when the client is killed while idle.
+    socket: Option<socket2::Socket>,
+}
+
+#[derive(Default)]
+pub struct Clients {
+    map: Mutex<HashMap<u32, Arc<Registered>>>,
+}
+
+/// Removes the client from the registry when its session ends.
+pub struct Registration {
+    clients: Arc<Clients>,
+    pub id: u32,
+    pub entry: Arc<Registered>,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.clients.map.lock().remove(&self.id);
+    }
+}
+
+impl Registration {
+    pub fn set_server(&self, thread: Option<u32>) {
+        self.entry.state.lock().0 = thread;
+    }
+
+    /// May the client give its server connection back? Not while a KILL aimed at it is
+    /// on its way; if it may, KILL sees it hold none from now on.
+    pub fn may_release(&self) -> bool {
+        let mut st = self.entry.state.lock();
+        if st.1 > 0 {
+            return false;
+        }
+        st.0 = None;
+        true
+    }
+}
+
+impl Clients {
+    pub fn register(
+        self: &Arc<Self>,
+        id: u32,
+        user: String,
+        tcp: &tokio::net::TcpStream,
+    ) -> Registration {
+        use std::os::fd::AsFd;
+        let socket = tcp
+            .as_fd()
+            .try_clone_to_owned()
+            .ok()
+            .map(socket2::Socket::from);
+        let entry = Arc::new(Registered {
+            user,
+            state: Mutex::new((None, 0)),
+            socket,
+        });
+        self.map.lock().insert(id, entry.clone());
+        Registration {
+            clients: self.clone(),
+            id,
+            entry,
+        }
+    }
+
+    pub fn get(&self, id: u32) -> Option<Arc<Registered>> {
+        self.map.lock().get(&id).cloned()
+    }
+}
+
+impl Registered {
+    /// The server connection the client holds now; it keeps it until [`Self::done`].
+    pub fn aim(&self) -> Option<u32> {
+        let mut st = self.state.lock();
+        if st.0.is_some() {
+            st.1 += 1;
+        }
+        st.0
+    }
+
+    /// A KILL from [`Self::aim`] has run (or will not).
+    pub fn done(&self) {
+        let mut st = self.state.lock();
+        st.1 = st.1.saturating_sub(1);
+    }
+
+    /// Ends the client's session by closing its socket (its relay sees it go).
+    pub fn close(&self) {
+        if let Some(s) = &self.socket {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+/// What a KILL statement asks: (kill the connection, not just its query; target id).
+/// None for anything else (KILL USER, KILL QUERY ID, not a KILL).
+pub fn parse_kill(sql: &[u8]) -> Option<(bool, u32)> {
+    let toks: Vec<sluice_sql::Token<'_>> =
+        sluice_sql::Tokens::new_in(sql, sluice_sql::Dialect::MySql).collect();
+    let mut i = 0;
+    let kw = |i: usize, k: &str| toks.get(i).is_some_and(|t| t.is(k));
+    if !kw(i, "kill") {
+        return None;
+    }
+    i += 1;
+    if kw(i, "hard") || kw(i, "soft") {
+        i += 1;
+    }
+    let mut connection = true;
+    if kw(i, "query") {
+        connection = false;
+        i += 1;
+    } else if kw(i, "connection") {
+        i += 1;
+    }
+    let sluice_sql::Token::Number(n) = toks.get(i)? else {
+        return None;
+    };
+    let rest_ok = toks.len() == i + 1
+        || (toks.len() == i + 2 && toks.get(i + 1) == Some(&sluice_sql::Token::Semicolon));
+    let id = std::str::from_utf8(n).ok()?.parse().ok()?;
+    rest_ok.then_some((connection, id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kill_forms() {
+        assert_eq!(parse_kill(b"KILL 5"), Some((true, 5)));
+        assert_eq!(parse_kill(b"kill query 7;"), Some((false, 7)));
+        assert_eq!(
+            parse_kill(b"KILL HARD CONNECTION 1000001"),
+            Some((true, 1000001))
+        );
+        assert_eq!(parse_kill(b"KILL QUERY ID 3"), None);
+        assert_eq!(parse_kill(b"KILL USER bob"), None);
+        assert_eq!(parse_kill(b"SELECT 1"), None);
+        assert_eq!(parse_kill(b"KILL 5; SELECT 1"), None);
+    }
+}
