@@ -149,3 +149,52 @@ tls_key_file = "{}"
     assert!(err.to_string().contains("insecure"), "{err}");
     h.shutdown(std::time::Duration::from_secs(5)).await;
 }
+
+#[tokio::test]
+async fn statistics_field_list_set_option_and_change_user() {
+    let db = mariadb();
+    let h = sluice(&config_text(&db, 4, "2s", "")).await;
+    let a = addr(&h, "session");
+    let mut setup = connect(a).await;
+    setup
+        .query_drop("CREATE TABLE fl (a INT, b VARCHAR(3))")
+        .await
+        .unwrap();
+    setup.disconnect().await.unwrap();
+    let mut c = RawMy::login(a, APP_USER, APP_PW).await;
+    // COM_STATISTICS: one string packet, not an OK.
+    c.send(0, &[0x09]).await;
+    let (_, p) = c.read().await.unwrap();
+    assert!(String::from_utf8_lossy(&p).contains("Uptime"), "{p:?}");
+    // COM_FIELD_LIST: column definitions, then EOF.
+    c.send(0, b"\x04fl\0").await;
+    let mut n = 0;
+    loop {
+        let (_, p) = c.read().await.unwrap();
+        if p[0] == 0xfe && p.len() < 9 {
+            break;
+        }
+        n += 1;
+    }
+    assert_eq!(n, 2);
+    // COM_SET_OPTION (multi-statements off): EOF.
+    c.send(0, &[0x1b, 1, 0]).await;
+    let (_, p) = c.read().await.unwrap();
+    assert!(p[0] == 0xfe || p[0] == 0, "{p:?}");
+    assert!(c.ping_ok().await);
+    // COM_CHANGE_USER through pass-through: mysql_async's change_user.
+    let mut m = connect(a).await;
+    db.create_user("second", "second-pw", "mysql_native_password")
+        .unwrap();
+    m.change_user(
+        mysql_async::ChangeUserOpts::default()
+            .with_user(Some("second".into()))
+            .with_pass(Some("second-pw".into())),
+    )
+    .await
+    .unwrap();
+    let who: Option<String> = m.query_first("SELECT CURRENT_USER()").await.unwrap();
+    assert_eq!(who.as_deref(), Some("second@%"));
+    m.disconnect().await.unwrap();
+    h.shutdown(std::time::Duration::from_secs(5)).await;
+}
