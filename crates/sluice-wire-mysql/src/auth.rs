@@ -220,3 +220,33 @@ mod tests {
         assert_eq!(super::salt(b"abc\0"), b"abc");
     }
 }
+
+/// MariaDB's client_ed25519: the server sends a 32-byte nonce; the answer is an Ed25519
+/// signature of it with the key whose expanded form is SHA-512(password) (the password
+/// takes the place of the usual 32-byte seed).
+pub fn ed25519_sign(password: &[u8], nonce: &[u8]) -> [u8; 64] {
+    use ed25519_dalek::hazmat::{ExpandedSecretKey, raw_sign};
+    use sha2_10::{Digest, Sha512};
+    let h: [u8; 64] = Sha512::digest(password).into();
+    let key = ExpandedSecretKey::from_bytes(&h);
+    let public = ed25519_dalek::VerifyingKey::from(&key);
+    raw_sign::<Sha512>(&key, nonce, &public).to_bytes()
+}
+
+#[cfg(test)]
+mod ed25519_tests {
+    use super::*;
+
+    #[test]
+    fn signature_verifies_with_the_password_key() {
+        use ed25519_dalek::hazmat::ExpandedSecretKey;
+        use sha2_10::{Digest, Sha512};
+        let nonce = [7u8; 32];
+        let sig = ed25519_sign(b"secret", &nonce);
+        let h: [u8; 64] = Sha512::digest(b"secret").into();
+        let public = ed25519_dalek::VerifyingKey::from(&ExpandedSecretKey::from_bytes(&h));
+        let sig = ed25519_dalek::Signature::from_bytes(&sig);
+        assert!(public.verify_strict(&nonce, &sig).is_ok());
+        assert!(public.verify_strict(&[8u8; 32], &sig).is_err());
+    }
+}

@@ -37,6 +37,11 @@ server_user = "app"
 server_password = "{APP_PW}"
 databases = ["test"]
 
+[users.eduser]
+password = "ed-front"
+server_user = "edu"
+server_password = "ed-pw"
+
 [users.shauser]
 password = "sha2:8b6bbb796eab3e025ee6a97d966cf50ddf6676205f30810f814bf1423be8346e"
 server_user = "app"
@@ -131,6 +136,21 @@ async fn caching_sha2_full_authentication_over_tls() {
     let mut c = Conn::new(o).await.unwrap();
     let one: Option<i64> = c.query_first("SELECT 1").await.unwrap();
     assert_eq!(one, Some(1));
+    c.disconnect().await.unwrap();
+    h.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn sluice_logs_in_to_ed25519_server_users() {
+    let db = mariadb();
+    db.create_user("edu", "ed-pw", "ed25519").unwrap();
+    let h = sluice(&config(&db, "")).await;
+    let a = addr(&h, "native");
+    let mut c = Conn::new(opts(a, "eduser", "ed-front", Some("test")))
+        .await
+        .unwrap();
+    let who: Option<String> = c.query_first("SELECT CURRENT_USER()").await.unwrap();
+    assert_eq!(who.as_deref(), Some("edu@%"));
     c.disconnect().await.unwrap();
     h.shutdown(Duration::from_secs(5)).await;
 }

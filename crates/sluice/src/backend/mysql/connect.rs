@@ -139,7 +139,12 @@ pub async fn login(op: &Opener) -> std::result::Result<(ServerConn, HandshakeV10
                 })?;
                 let (name, data) = (sw.plugin, sw.data);
                 plugin = name.to_vec();
-                let salt = data.strip_suffix(&[0]).unwrap_or(data);
+                // A 20-byte scramble comes with a NUL; client_ed25519's 32-byte nonce
+                // does not.
+                let salt = match data {
+                    [s @ .., 0] if s.len() == 20 => s,
+                    _ => data,
+                };
                 scramble_for(&plugin, password, salt)
             }
             // caching_sha2_password: 3 = fast auth succeeded (OK follows), 4 = full
@@ -190,6 +195,7 @@ fn scramble_for(plugin: &[u8], password: &[u8], salt: &[u8]) -> Vec<u8> {
     }
     match plugin {
         b"caching_sha2_password" => auth::sha2_scramble(password, salt).to_vec(),
+        b"client_ed25519" => auth::ed25519_sign(password, salt).to_vec(),
         _ => auth::native_scramble(password, salt).to_vec(),
     }
 }
