@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Sluice's test suites need, and only what is missing:
 #   Debian packages  PostgreSQL server + client + contrib, MariaDB server + client,
-#                    PgBouncer, sysbench, libpq-dev, python3-dev, build-essential
+#                    PgBouncer, sysbench, libpq-dev, libmariadb-dev, pkg-config,
+#                    python3-dev, build-essential
 #   cargo tools      cargo-nextest; cargo-fuzz when fuzz/ exists and a nightly
 #                    toolchain is installed
 #   Python packages  pytest (for the driver suites)
@@ -60,6 +61,11 @@ command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing+=(
 command -v sysbench >/dev/null 2>&1 || missing+=(sysbench)
 { command -v pg_config >/dev/null 2>&1 && have_glob '/usr/include/postgresql/libpq-fe.h'; } \
     || missing+=(libpq-dev)
+# mysqlclient (the MySQL driver suite) builds against the MariaDB C client
+# library, which it finds through pkg-config (libmariadb.pc).
+{ command -v mariadb_config >/dev/null 2>&1 && have_glob '/usr/include/mariadb/mysql.h'; } \
+    || missing+=(libmariadb-dev)
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 python_headers || dpkg -s python3-dev >/dev/null 2>&1 || missing+=(python3-dev)
 { command -v cc >/dev/null 2>&1 && command -v make >/dev/null 2>&1 \
     && dpkg -s build-essential >/dev/null 2>&1; } || missing+=(build-essential)

@@ -5,10 +5,13 @@
 #   3. cargo clippy, all targets, -D warnings
 #   4. the workspace tests (cargo nextest, or cargo test without it) + doctests
 #   5. scripts/driver-suites.sh          (if it exists)
-#   6. a short run of every fuzz target  (if fuzz/ exists, with nightly + cargo-fuzz)
+#   6. scripts/sysbench-check.sh         (if it exists; sysbench through Sluice's
+#                                         MySQL listeners, under a minute)
+#   7. a short run of every fuzz target  (if fuzz/ exists, with nightly + cargo-fuzz)
 # Stops at the first failing step with a non-zero exit. Knobs:
 #   SLUICE_TEST_THREADS  parallel tests (default 2: the CI machine has 2 cores)
 #   SLUICE_BUILD_JOBS    parallel compile jobs (default 2)
+#   SLUICE_SYSBENCH_CHECK=0  skip step 6
 #   SLUICE_FUZZ_SECONDS  seconds per fuzz target (default 60; all targets
 #                        together get at most SLUICE_FUZZ_BUDGET, default 300)
 set -euo pipefail
@@ -53,6 +56,15 @@ if [ -f scripts/driver-suites.sh ]; then
     bash scripts/driver-suites.sh
 else
     echo "skipped: scripts/driver-suites.sh does not exist"
+fi
+
+section "sysbench check"
+if [ "${SLUICE_SYSBENCH_CHECK:-1}" = 0 ]; then
+    echo "skipped: SLUICE_SYSBENCH_CHECK=0"
+elif [ -f scripts/sysbench-check.sh ]; then
+    bash scripts/sysbench-check.sh
+else
+    echo "skipped: scripts/sysbench-check.sh does not exist"
 fi
 
 section "fuzz"

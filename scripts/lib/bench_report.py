@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""Turn the raw results of scripts/bench-pgbench.sh into a markdown table.
+"""Turn the raw results of scripts/bench-pgbench.sh (or, one workload at a
+time, scripts/bench-mysql.sh) into a markdown table.
 
-  bench_report.py RAW_TSV CLK_TCK TARGETS CLIENTS
+  bench_report.py RAW_TSV CLK_TCK TARGETS CLIENTS [RATE CLIENT_WORD]
 
 RAW_TSV columns (one row per pgbench run, header line first):
   clients target round status tps latency_ms txns cpu_ticks
 status is "ok" or "error"; cpu_ticks is the proxy's utime+stime delta over the
-run ("-" for direct). TARGETS and CLIENTS are space-separated, in report order.
+run ("-" for direct); txns is the number of queries (one query per
+transaction in both benchmarks). TARGETS and CLIENTS are space-separated, in
+report order. RATE names the rate column (default "tps"; bench-mysql.sh says
+"qps"), CLIENT_WORD the client column (default "clients"; "threads").
 """
 
 import statistics
@@ -18,7 +22,7 @@ def fmt(x, spec):
     return "—" if x is None else format(x, spec)
 
 
-def main(raw, clk_tck, targets, clients):
+def main(raw, clk_tck, targets, clients, rate="tps", client_word="clients"):
     clk_tck = float(clk_tck)
     targets = targets.split()
     clients = [int(c) for c in clients.split()]
@@ -51,7 +55,10 @@ def main(raw, clk_tck, targets, clients):
         )
 
     out = []
-    out.append("| clients | target | median tps | ratio to direct | proxy CPU ms / 1k queries | latency avg (ms) | tps min–max | runs ok |")
+    out.append(
+        f"| {client_word} | target | median {rate} | ratio to direct | proxy CPU ms / 1k queries "
+        f"| latency avg (ms) | {rate} min–max | runs ok |"
+    )
     out.append("|--:|---|--:|--:|--:|--:|--:|--:|")
     for c in clients:
         direct = med.get((c, "direct"))
@@ -77,7 +84,10 @@ def main(raw, clk_tck, targets, clients):
                 lines.append(f"| {t} | {added:.1f} |")
         if lines:
             out.append("")
-            out.append("Added latency per query at 1 client (1/tps_target − 1/tps_direct, median tps):")
+            one = client_word[:-1] if client_word.endswith("s") else client_word
+            out.append(
+                f"Added latency per query at 1 {one} (1/{rate}_target − 1/{rate}_direct, median {rate}):"
+            )
             out.append("")
             out.append("| target | added µs / query |")
             out.append("|---|--:|")
@@ -86,7 +96,7 @@ def main(raw, clk_tck, targets, clients):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 5:
+    if len(sys.argv) not in (5, 7):
         sys.stderr.write(__doc__)
         sys.exit(2)
     main(*sys.argv[1:])
