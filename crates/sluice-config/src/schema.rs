@@ -290,6 +290,9 @@ pub struct Pool {
     pub statement_cache_size: usize,
     /// Reset command sent before a connection is reused; `None` = the protocol's default.
     pub reset_query: Option<String>,
+    /// Transaction mode, MySQL: server connections on which plain autocommit statements
+    /// of several clients are pipelined (0 = none).
+    pub shared_connections: usize,
 }
 
 impl Pool {
@@ -307,6 +310,7 @@ impl Pool {
             max_client_connections: DEFAULT_POOL_MAX_CLIENT_CONNECTIONS,
             statement_cache_size: DEFAULT_STATEMENT_CACHE_SIZE,
             reset_query: None,
+            shared_connections: 1,
         }
     }
 

@@ -60,6 +60,7 @@ pub(crate) const POOL_KEYS: &[&str] = &[
     "max_client_connections",
     "statement_cache_size",
     "reset_query",
+    "shared_connections",
 ];
 pub(crate) const LISTENER_KEYS: &[&str] = &[
     "protocol",
@@ -367,6 +368,7 @@ fn read_pool(
     let max_client_connections = r.count("max_client_connections", 1, MAX_COUNT);
     let statement_cache_size = r.count("statement_cache_size", 1, MAX_COUNT);
     let reset_query = r.nonempty_string("reset_query");
+    let shared_connections = r.count("shared_connections", 0, 64);
     r.finish(|| {
         Some(Pool {
             name: name.to_string(),
@@ -380,6 +382,7 @@ fn read_pool(
             max_client_connections: max_client_connections.unwrap_or(d.max_client_connections),
             statement_cache_size: statement_cache_size.unwrap_or(d.statement_cache_size),
             reset_query,
+            shared_connections: shared_connections.unwrap_or(d.shared_connections),
         })
     })
 }

@@ -36,6 +36,8 @@ pub struct Settings {
     pub lifetime: Duration,
     pub statement_cache: usize,
     pub reset_query: String,
+    /// Connections shared by pipelined statements (MySQL transaction mode).
+    pub shared: usize,
 }
 
 /// What a pool needs of a protocol's server connection. Each protocol's backend
@@ -76,6 +78,8 @@ pub struct Pool<C: PoolConn> {
     opener: Mutex<Option<Arc<C::Opener>>>,
     pub leases: AtomicU64,
     pub waits: AtomicU64,
+    /// Clients waiting for a connection right now.
+    waiting: std::sync::atomic::AtomicUsize,
     /// Statements (by pool-wide hash) that a server of this pool has parsed without
     /// error: a client's Parse of one can be answered without a server connection.
     known_statements: Mutex<std::collections::HashSet<u128>>,
@@ -170,6 +174,7 @@ impl<C: PoolConn> Pool<C> {
             opener: Mutex::new(None),
             leases: AtomicU64::new(0),
             waits: AtomicU64::new(0),
+            waiting: Default::default(),
             known_statements: Mutex::new(Default::default()),
             welcome: Mutex::new(None),
         })
@@ -256,6 +261,18 @@ impl<C: PoolConn> Pool<C> {
         self.leased(conn)
     }
 
+    /// Whether clients are waiting for a connection right now.
+    pub fn has_waiters(&self) -> bool {
+        self.waiting.load(Ordering::Relaxed) > 0
+    }
+
+    /// Leases an idle connection if there is one, without waiting or opening one.
+    pub fn try_lease_idle(self: &Arc<Self>) -> Option<Lease<C>> {
+        let (got, expired) = self.take_idle(&mut self.state.lock());
+        expired.into_iter().for_each(C::close);
+        got.map(|c| self.leased(c))
+    }
+
     /// Leases a connection, waiting up to the wait timeout.
     pub async fn lease(self: &Arc<Self>) -> Result<Lease<C>, LoginError> {
         // Fast path: an idle connection is there (no waiter set-up, no timer).
@@ -304,7 +321,10 @@ impl<C: PoolConn> Pool<C> {
                 waited = true;
                 self.waits.fetch_add(1, Ordering::Relaxed);
             }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            self.waiting.fetch_add(1, Ordering::Relaxed);
+            let r = tokio::time::timeout_at(deadline, notified).await;
+            self.waiting.fetch_sub(1, Ordering::Relaxed);
+            if r.is_err() {
                 return Err(LoginError::Proxy(Error::new(
                     Kind::PoolTimeout,
                     Side::Internal,

@@ -356,3 +356,65 @@ async fn kill_reaches_the_connection_the_client_uses() {
     }
     h.shutdown(Duration::from_secs(5)).await;
 }
+
+async fn many_plain_clients(a: std::net::SocketAddr) -> std::collections::BTreeSet<u32> {
+    let mut tasks = Vec::new();
+    for t in 0..12u64 {
+        tasks.push(tokio::spawn(async move {
+            let mut c = connect(a).await;
+            let mut ids = std::collections::BTreeSet::new();
+            for i in 0..200u64 {
+                let want = t * 1000 + i;
+                let got: Option<u64> = c.query_first(format!("SELECT {want}")).await.unwrap();
+                assert_eq!(got, Some(want));
+                if i % 50 == 0 {
+                    // A failing statement answers only its client.
+                    let e = c
+                        .query_drop("SELECT * FROM no_such_table")
+                        .await
+                        .unwrap_err();
+                    assert!(e.to_string().contains("no_such_table"), "{e}");
+                    let id: Option<u32> = c.query_first("SELECT CONNECTION_ID()").await.unwrap();
+                    ids.extend(id);
+                }
+            }
+            c.disconnect().await.unwrap();
+            ids
+        }));
+    }
+    let mut all = std::collections::BTreeSet::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_statements_get_their_own_answers() {
+    let db = mariadb();
+    let h = sluice(&config_text(&db, 4, "5s", "")).await;
+    let a = addr(&h, "tx");
+    // Twelve clients' plain statements share a server connection (one by default).
+    let ids = many_plain_clients(a).await;
+    let shared = h.shared.mysql.muxes.statements();
+    assert!(
+        shared > 0,
+        "no statement was pipelined (connections used: {ids:?})"
+    );
+    // A long statement on the shared connection: the others stop queueing behind it.
+    let mut slow = connect(a).await;
+    let sleeper = tokio::spawn(async move {
+        let r: Option<i64> = slow.query_first("SELECT SLEEP(6)").await.unwrap();
+        assert_eq!(r, Some(0));
+        slow.disconnect().await.unwrap();
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = std::time::Instant::now();
+    many_plain_clients(a).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "clients waited behind the long statement"
+    );
+    sleeper.await.unwrap();
+    h.shutdown(Duration::from_secs(5)).await;
+}

@@ -83,6 +83,7 @@ wait_timeout = "0s"
 max_client_connections = 50
 statement_cache_size = 1
 reset_query = "RESET ALL"
+shared_connections = 3
 
 [pools.default]
 
@@ -155,6 +156,7 @@ auth = "trust"
         (50, 1)
     );
     assert_eq!(tx.reset_query.as_deref(), Some("RESET ALL"));
+    assert_eq!(tx.shared_connections, 3);
     assert_eq!(tx.size_for(Some(app)), 7);
     assert_eq!(tx.size_for(Some(md5)), 10);
     assert_eq!(tx.size_for(None), 10);

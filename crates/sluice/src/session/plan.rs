@@ -83,6 +83,7 @@ pub fn plan<C: PoolConn>(
         idle_timeout: pool_cfg.idle_timeout.unwrap_or_default(),
         lifetime: pool_cfg.server_lifetime.unwrap_or_default(),
         statement_cache: pool_cfg.statement_cache_size,
+        shared: pool_cfg.shared_connections,
         reset_query: pool_cfg
             .reset_query
             .clone()

@@ -8,6 +8,9 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// A statement on a shared connection: the connection and the statement's answer.
+pub type Muxed = (Arc<super::mux::Mux>, Arc<super::mux::Answer>);
+
 /// One client, as KILL sees it.
 pub struct Registered {
     pub user: String,
@@ -15,6 +18,8 @@ pub struct Registered {
     /// it are on their way (the client keeps that connection until they have run, so a
     /// KILL never reaches a connection another client got meanwhile).
     state: Mutex<(Option<u32>, u32)>,
+    /// The client's statement waiting on a shared connection, if any.
+    muxed: Mutex<Option<Muxed>>,
     /// The client's socket, to close it when the client is killed while idle.
     socket: Option<socket2::Socket>,
 }
@@ -40,6 +45,10 @@ impl Drop for Registration {
 impl Registration {
     pub fn set_server(&self, thread: Option<u32>) {
         self.entry.state.lock().0 = thread;
+    }
+
+    pub fn set_muxed(&self, m: Option<Muxed>) {
+        *self.entry.muxed.lock() = m;
     }
 
     /// May the client give its server connection back? Not while a KILL aimed at it is
@@ -70,6 +79,7 @@ impl Clients {
         let entry = Arc::new(Registered {
             user,
             state: Mutex::new((None, 0)),
+            muxed: Mutex::new(None),
             socket,
         });
         self.map.lock().insert(id, entry.clone());
@@ -93,6 +103,11 @@ impl Registered {
             st.1 += 1;
         }
         st.0
+    }
+
+    /// The client's statement on a shared connection, if it has one.
+    pub fn muxed(&self) -> Option<Muxed> {
+        self.muxed.lock().clone()
     }
 
     /// A KILL from [`Self::aim`] has run (or will not).

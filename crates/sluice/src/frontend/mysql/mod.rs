@@ -5,6 +5,7 @@
 mod auth;
 mod kill;
 mod login;
+pub mod mux;
 mod passthrough;
 mod relay;
 mod rsa;
@@ -32,6 +33,8 @@ pub struct SharedState {
     pub rsa: std::sync::OnceLock<Option<rsa::RsaKey>>,
     /// Every client by the connection id Sluice gave it, for KILL.
     pub clients: Arc<kill::Clients>,
+    /// Shared server connections of each transaction-mode pool.
+    pub muxes: mux::Muxes,
 }
 
 /// How long a client may take from connecting to being logged in.

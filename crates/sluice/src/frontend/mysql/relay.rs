@@ -71,8 +71,12 @@ pub(super) struct Relay {
     pub(super) s: Session,
     pub(super) io: Pump,
     pub(super) tracker: Tracker,
+    /// The answer to the client's statement, coming from a shared connection.
+    pub(super) muxed: Option<Arc<super::mux::Answer>>,
+    /// The client went away while its answer was on its way.
+    client_gone: bool,
     /// Clients whose connection a KILL of ours is aimed at, oldest first.
-    pub(super) kills: VecDeque<Arc<super::kill::Registered>>,
+    pub(super) kills: VecDeque<Option<Arc<super::kill::Registered>>>,
     /// One entry per command awaiting its answer, in order.
     pub(super) origins: VecDeque<Origin>,
     pub(super) ledger: Ledger,
@@ -110,6 +114,8 @@ pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
         shared,
         origins: VecDeque::new(),
         kills: VecDeque::new(),
+        muxed: None,
+        client_gone: false,
         ledger: Ledger::default(),
         stmts: Default::default(),
         blocked: false,
@@ -142,6 +148,17 @@ impl Relay {
             self.maybe_release();
             if self.io.shutting_down && self.idle() && self.io.to_client.is_empty() {
                 return End::Shutdown;
+            }
+            if let Some(answer) = self.muxed.clone() {
+                let step = match self.next_with_answer(&answer).await {
+                    Some(_) if self.client_gone => Err(End::ClientLeft),
+                    Some(done) => self.answered(done).await,
+                    None => Ok(()),
+                };
+                if let Err(end) = step {
+                    return end;
+                }
+                continue;
             }
             let server = self
                 .s
@@ -180,9 +197,56 @@ impl Relay {
         }
     }
 
+    /// Waits for the shared connection's answer or the client's socket; handles the
+    /// client side. Some(..) when the answer is complete.
+    async fn next_with_answer(
+        &mut self,
+        answer: &super::mux::Answer,
+    ) -> Option<Result<Vec<u8>, Error>> {
+        let io = &mut self.io;
+        let got = std::future::poll_fn(|cx| {
+            if io.to_client.len() < crate::frontend::pump::HIGH_WATER
+                && let std::task::Poll::Ready(d) = answer.poll_take(cx, &mut io.to_client)
+            {
+                return std::task::Poll::Ready(Ok(d));
+            }
+            io.poll_io(None, cx).map(Err)
+        })
+        .await;
+        match got {
+            Ok(done) => done,
+            Err(Event::ClientRead(Ok(0)) | Event::ClientRead(Err(_)) | Event::WriteFailed(..)) => {
+                // The client left; its answer is dropped when it comes.
+                self.client_gone = true;
+                None
+            }
+            Err(Event::Shutdown) => {
+                self.io.shutting_down = true;
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// The shared connection's answer to the client's statement is complete.
+    async fn answered(&mut self, done: Result<Vec<u8>, Error>) -> Result<(), End> {
+        self.muxed = None;
+        self.s.kill.set_muxed(None);
+        self.blocked = false;
+        let head = done.map_err(End::Failed)?;
+        if head.first() == Some(&0) {
+            let id = super::state::last_insert_id(&head);
+            if id != 0 {
+                self.last_insert = Some(id);
+            }
+        }
+        self.on_client().await
+    }
+
     /// No request of this client is being served and no packet is half through.
     fn idle(&self) -> bool {
-        self.tracker.is_idle()
+        self.muxed.is_none()
+            && self.tracker.is_idle()
             && self.incoming == Incoming::Command
             && !self.c_cont
             && !self.s_cont
@@ -318,6 +382,12 @@ impl Relay {
             Kill::Server(sql) => Some(sql),
         };
         let tx = self.s.mode == PoolMode::Transaction;
+        if tx && let Some((mux, answer)) = self.try_mux(len).await {
+            self.s.kill.set_muxed(Some((mux, answer.clone())));
+            self.muxed = Some(answer);
+            self.blocked = true;
+            return Ok(Cmd::Consumed);
+        }
         let effects = if tx {
             self.hold_once = false;
             let cbuf = std::mem::take(&mut self.io.cbuf);
@@ -412,8 +482,11 @@ impl Relay {
                 );
                 match self.tracker.on_packet(head, len) {
                     Ok(Step::Done { ok, status, .. }) => {
-                        self.status = status;
-                        lease.conn.status = status;
+                        // An ERR carries no status: only OK and EOF tell.
+                        if ok {
+                            self.status = status;
+                            lease.conn.status = status;
+                        }
                         done = Some(ok);
                     }
                     Ok(Step::LocalInfile) => self.incoming = Incoming::File,
@@ -475,7 +548,7 @@ impl Relay {
                     self.client_done(cmd, ok, effects, &head);
                 }
                 Some(Origin::Kill) => {
-                    if let Some(t) = self.kills.pop_front() {
+                    if let Some(Some(t)) = self.kills.pop_front() {
                         t.done();
                     }
                 }
@@ -485,7 +558,7 @@ impl Relay {
     }
 
     async fn finish(&mut self, end: End) {
-        for t in self.kills.drain(..) {
+        for t in self.kills.drain(..).flatten() {
             t.done();
         }
         match &end {
@@ -528,6 +601,29 @@ impl Relay {
     }
 }
 
+impl Relay {
+    /// Queues a plain statement of a client that holds and changed nothing on a shared
+    /// server connection.
+    async fn try_mux(&mut self, len: usize) -> Option<super::kill::Muxed> {
+        let payload = &self.io.cbuf[4..4 + len];
+        let reads_id = self.last_insert.is_some()
+            && ["last_insert_id", "LAST_INSERT_ID", "identity", "IDENTITY"]
+                .iter()
+                .any(|w| memchr::memmem::find(payload, w.as_bytes()).is_some());
+        let clean = self.ledger.sets.is_empty()
+            && !self.ledger.is_pinned()
+            && !self.hold_once
+            && !reads_id
+            && self.origins.is_empty()
+            && !self.io.shutting_down;
+        if !super::mux::eligible(&self.s, &self.shared, payload, clean) {
+            return None;
+        }
+        let payload = payload.to_vec();
+        self.shared.mysql.muxes.submit(&self.s.pool, &payload).await
+    }
+}
+
 /// What to do with a KILL.
 enum Kill {
     /// Not a KILL, or not of a Sluice client: the server decides.
@@ -566,23 +662,39 @@ impl Relay {
             queue_err(&mut self.io.to_client, 1, 1095, "HY000", &msg);
             return Kill::Answered;
         }
+        if let Some((mux, answer)) = target.muxed() {
+            // On a shared connection: only its statement may be stopped, and only while
+            // it is the one running; KILL CONNECTION closes the client alone.
+            if connection {
+                target.close();
+            } else if mux.running(&answer) {
+                self.kills.push_back(None);
+                return Kill::Server(format!("KILL QUERY {}", mux.thread()));
+            }
+            return self.kill_answered();
+        }
         match target.aim() {
             Some(t) => {
                 let what = if connection { "CONNECTION" } else { "QUERY" };
-                self.kills.push_back(target);
+                self.kills.push_back(Some(target));
                 Kill::Server(format!("KILL {what} {t}"))
             }
             None => {
                 if connection {
                     target.close();
                 }
-                let mut ok = Vec::new();
-                sluice_wire_mysql::resp::encode_ok(&mut ok, self.s.caps, 0, 0, self.status, 0, b"");
-                let mut seq = 1;
-                packet::write_packet(&mut self.io.to_client, &mut seq, &ok);
-                Kill::Answered
+                self.kill_answered()
             }
         }
+    }
+
+    /// Answers a KILL with OK.
+    fn kill_answered(&mut self) -> Kill {
+        let mut ok = Vec::new();
+        sluice_wire_mysql::resp::encode_ok(&mut ok, self.s.caps, 0, 0, self.status, 0, b"");
+        let mut seq = 1;
+        packet::write_packet(&mut self.io.to_client, &mut seq, &ok);
+        Kill::Answered
     }
 }
 

@@ -142,7 +142,7 @@ pub(super) fn stmt_id(payload: &[u8]) -> Option<u32> {
     Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
 }
 
-fn last_insert_id(ok: &[u8]) -> u64 {
+pub(super) fn last_insert_id(ok: &[u8]) -> u64 {
     let mut r = Reader::new(ok);
     r.skip(1)
         .and_then(|_| r.lenenc())

@@ -1,0 +1,400 @@
+//! Pipelining several clients' autocommit statements on one server connection
+//! (transaction mode). A MySQL server reads a connection's next command as soon as it
+//! has answered the previous one, and answers come back in order; so plain statements of
+//! clients that hold no server connection and no session state are queued on a shared
+//! connection, written together, and each answer is handed to its client as it arrives.
+//! One task per shared connection writes the queue and splits the answers with the
+//! response tracker. Fewer server connections do the work, with fewer wake-ups on both
+//! sides; a client's statement waits behind the statements queued before it.
+
+use super::login::Session;
+use crate::backend::mysql::ServerConn;
+use crate::error::Error;
+use crate::pool::{Lease, Pool};
+use crate::shared::Shared;
+use bytes::{Buf, BytesMut};
+use parking_lot::Mutex;
+use sluice_wire_mysql::track::{HEAD_LEN, Step, Tracker};
+use sluice_wire_mysql::{consts, packet};
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use tokio::io::AsyncWrite;
+
+/// A statement queues behind a shared connection only while the one running there has
+/// run for less than this.
+const BUSY: std::time::Duration = std::time::Duration::from_millis(5);
+/// Stop reading a shared connection while its current answer has this much unread.
+const HIGH_WATER: usize = 1 << 20;
+
+/// One client statement's answer, filled by the connection's task.
+#[derive(Default)]
+pub struct Answer {
+    st: Mutex<AnswerState>,
+}
+
+#[derive(Default)]
+struct AnswerState {
+    buf: BytesMut,
+    /// Set when the answer is complete: Ok(first bytes of its last packet) or the
+    /// connection's failure.
+    done: Option<Result<Vec<u8>, Error>>,
+    waker: Option<Waker>,
+}
+
+impl Answer {
+    /// Moves what has arrived into `out`; Ready(Some(..)) once the answer is complete.
+    pub fn poll_take(
+        &self,
+        cx: &mut Context<'_>,
+        out: &mut BytesMut,
+    ) -> Poll<Option<Result<Vec<u8>, Error>>> {
+        let mut st = self.st.lock();
+        let had = !st.buf.is_empty();
+        if had {
+            out.extend_from_slice(&st.buf);
+            st.buf.clear();
+        }
+        if let Some(d) = st.done.take() {
+            return Poll::Ready(Some(d));
+        }
+        if had {
+            return Poll::Ready(None);
+        }
+        st.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    fn push(&self, bytes: &[u8]) {
+        let mut st = self.st.lock();
+        st.buf.extend_from_slice(bytes);
+        if let Some(w) = st.waker.take() {
+            w.wake();
+        }
+    }
+
+    fn finish(&self, r: Result<Vec<u8>, Error>) {
+        let mut st = self.st.lock();
+        st.done = Some(r);
+        if let Some(w) = st.waker.take() {
+            w.wake();
+        }
+    }
+
+    fn backlog(&self) -> usize {
+        self.st.lock().buf.len()
+    }
+}
+
+/// A shared server connection, as clients see it.
+pub struct Mux {
+    st: Mutex<MuxState>,
+}
+
+#[derive(Default)]
+struct MuxState {
+    /// Commands not yet written, and their commands' first bytes.
+    queue: BytesMut,
+    cmds: Vec<u8>,
+    /// Answers still to come, in order.
+    pending: VecDeque<Arc<Answer>>,
+    waker: Option<Waker>,
+    dead: bool,
+    thread: u32,
+    /// When the statement running now started (as far as Sluice can tell).
+    running_since: Option<std::time::Instant>,
+}
+
+impl Mux {
+    fn load(&self) -> usize {
+        self.st.lock().pending.len()
+    }
+
+    /// The statement running there has taken long: queue nothing more behind it.
+    fn stuck(&self) -> bool {
+        let st = self.st.lock();
+        st.running_since
+            .is_some_and(|t| !st.pending.is_empty() && t.elapsed() > BUSY)
+    }
+
+    /// Whether `answer` is the statement the server is running now.
+    pub fn running(&self, answer: &Answer) -> bool {
+        self.st
+            .lock()
+            .pending
+            .front()
+            .is_some_and(|a| std::ptr::eq(&**a, answer))
+    }
+
+    /// The server thread of the shared connection.
+    pub fn thread(&self) -> u32 {
+        self.st.lock().thread
+    }
+
+    /// Queues a client's command; None when the connection is gone.
+    fn submit(&self, cmd: &[u8]) -> Option<Arc<Answer>> {
+        let mut st = self.st.lock();
+        if st.dead {
+            return None;
+        }
+        let answer = Arc::new(Answer::default());
+        let mut seq = 0;
+        packet::write_packet(&mut st.queue, &mut seq, cmd);
+        st.cmds.push(cmd.first().copied().unwrap_or(0));
+        st.pending.push_back(answer.clone());
+        if let Some(w) = st.waker.take() {
+            w.wake();
+        }
+        Some(answer)
+    }
+}
+
+/// The shared connections of each pool.
+#[derive(Default)]
+pub struct Muxes {
+    map: Mutex<HashMap<usize, Vec<Arc<Mux>>>>,
+    /// Statements run on shared connections so far.
+    statements: std::sync::atomic::AtomicU64,
+}
+
+/// Whether a client's command may share a connection: a plain statement (no effect on
+/// session state, one statement) from a client that holds nothing and has changed
+/// nothing.
+pub fn eligible(s: &Session, shared: &Shared, cmd: &[u8], clean: bool) -> bool {
+    clean
+        && s.lease.is_none()
+        && cmd.first() == Some(&consts::COM_QUERY)
+        && cmd.len() < 64 * 1024
+        && sluice_sql::surely_plain_in(&cmd[1..], sluice_sql::Dialect::MySql)
+        && shared.my_effects.of(&cmd[1..]).is_none()
+}
+
+impl Muxes {
+    pub fn statements(&self) -> u64 {
+        self.statements.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Queues `cmd` on one of the pool's shared connections (opening one if there are
+    /// fewer than the cap and all are busy). None: do it the ordinary way.
+    pub async fn submit(
+        &self,
+        pool: &Arc<Pool<ServerConn>>,
+        cmd: &[u8],
+    ) -> Option<(Arc<Mux>, Arc<Answer>)> {
+        let r = self.place(pool, cmd);
+        if r.is_some() {
+            self.statements
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        r
+    }
+
+    fn place(&self, pool: &Arc<Pool<ServerConn>>, cmd: &[u8]) -> Option<(Arc<Mux>, Arc<Answer>)> {
+        if pool.settings.shared == 0 || pool.has_waiters() {
+            // Others wait for a connection of their own: queue up with them.
+            return None;
+        }
+        let key = Arc::as_ptr(pool) as usize;
+        let (best, count) = {
+            let mut map = self.map.lock();
+            let list = map.entry(key).or_default();
+            list.retain(|m| !m.st.lock().dead);
+            let best = list
+                .iter()
+                .filter(|m| !m.stuck())
+                .min_by_key(|m| m.load())
+                .cloned();
+            (best, list.len())
+        };
+        // At most half the pool is shared, so clients that need a connection of their
+        // own (transactions, pinned state) can have one.
+        let cap = pool.settings.shared.min(pool.settings.size / 2);
+        if cap == 0 {
+            return None;
+        }
+        match &best {
+            Some(m) if m.load() == 0 || count >= cap => {
+                return m.submit(cmd).map(|a| (m.clone(), a));
+            }
+            // Every shared connection is busy with a long statement.
+            None if count >= cap => return None,
+            _ => {}
+        }
+        // Another shared connection, if the pool has one to spare right now.
+        let lease = pool.try_lease_idle()?;
+        if !lease.conn.applied.is_empty() || lease.conn.in_transaction() {
+            lease.put_back();
+            return best.and_then(|m| m.submit(cmd).map(|a| (m, a)));
+        }
+        let mux = Arc::new(Mux {
+            st: Mutex::new(MuxState {
+                thread: lease.conn.id,
+                ..MuxState::default()
+            }),
+        });
+        self.map.lock().entry(key).or_default().push(mux.clone());
+        tokio::spawn(run(mux.clone(), lease));
+        mux.submit(cmd).map(|a| (mux, a))
+    }
+}
+
+/// A shared connection unused this long goes back to its pool.
+const IDLE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The task of one shared connection.
+async fn run(mux: Arc<Mux>, mut lease: Lease<ServerConn>) {
+    let mut tracker = Tracker::new(lease.conn.caps);
+    tracker.set_status(lease.conn.status);
+    let mut out = BytesMut::new();
+    let mut inflight: VecDeque<Arc<Answer>> = VecDeque::new();
+    let mut cont = false;
+    let mut idle = Box::pin(tokio::time::sleep(IDLE));
+    let failure = std::future::poll_fn(|cx| {
+        loop {
+            let mut progressed = false;
+            {
+                let mut st = mux.st.lock();
+                if !st.queue.is_empty() {
+                    out.extend_from_slice(&st.queue);
+                    st.queue.clear();
+                    for c in st.cmds.drain(..) {
+                        tracker.expect(c);
+                    }
+                    let n = inflight.len();
+                    if n == 0 {
+                        st.running_since = Some(std::time::Instant::now());
+                    }
+                    inflight.extend(st.pending.iter().skip(n).cloned());
+                    idle.as_mut().reset(tokio::time::Instant::now() + IDLE);
+                }
+                if inflight.is_empty() && out.is_empty() {
+                    if idle.as_mut().poll(cx).is_ready() || lease.pool().has_waiters() {
+                        // Nothing for a while: the connection goes back to the pool.
+                        st.dead = true;
+                        return Poll::Ready(None);
+                    }
+                    st.waker = Some(cx.waker().clone());
+                }
+            }
+            let conn = &mut lease.conn;
+            if !out.is_empty() {
+                match Pin::new(&mut conn.stream).poll_write(cx, &out) {
+                    Poll::Ready(Ok(n)) => {
+                        out.advance(n);
+                        progressed = true;
+                    }
+                    Poll::Ready(Err(e)) => {
+                        return Poll::Ready(Some(Error::server_gone(e.to_string())));
+                    }
+                    Poll::Pending => {}
+                }
+            }
+            let backlog = inflight.front().map_or(0, |a| a.backlog());
+            if !inflight.is_empty() && backlog < HIGH_WATER {
+                if conn.rbuf.capacity() - conn.rbuf.len() < 1024 {
+                    conn.rbuf.reserve(16 * 1024);
+                }
+                match tokio_util::io::poll_read_buf(Pin::new(&mut conn.stream), cx, &mut conn.rbuf)
+                {
+                    Poll::Ready(Ok(0)) => {
+                        return Poll::Ready(Some(Error::server_gone(
+                            "Lost connection to server during query",
+                        )));
+                    }
+                    Poll::Ready(Ok(_)) => progressed = true,
+                    Poll::Ready(Err(e)) => {
+                        return Poll::Ready(Some(Error::server_gone(e.to_string())));
+                    }
+                    Poll::Pending => {}
+                }
+            }
+            if let Err(e) = split(&mut conn.rbuf, &mut tracker, &mut inflight, &mut cont, &mux) {
+                return Poll::Ready(Some(e));
+            }
+            if !progressed {
+                return Poll::Pending;
+            }
+        }
+    })
+    .await;
+    let Some(failure) = failure else {
+        lease.put_back();
+        return;
+    };
+    tracing::info!(server = lease.conn.id, error = %failure, "shared server connection lost");
+    let mut st = mux.st.lock();
+    st.dead = true;
+    for a in st.pending.drain(..) {
+        a.finish(Err(failure.clone()));
+    }
+    drop(st);
+    lease.discard();
+}
+
+/// Hands each complete packet to the answer it belongs to.
+fn split(
+    rbuf: &mut BytesMut,
+    tracker: &mut Tracker,
+    inflight: &mut VecDeque<Arc<Answer>>,
+    cont: &mut bool,
+    mux: &Mux,
+) -> Result<(), Error> {
+    let mut start = 0;
+    let flush = |inflight: &VecDeque<Arc<Answer>>, rbuf: &BytesMut, from: usize, to: usize| {
+        if to > from
+            && let Some(a) = inflight.front()
+        {
+            a.push(&rbuf[from..to]);
+        }
+    };
+    let mut pos = 0;
+    while let Some((len, _)) = packet::header(&rbuf[pos..]) {
+        if rbuf.len() < pos + 4 + len {
+            break;
+        }
+        let end = pos + 4 + len;
+        if !*cont {
+            let head = &rbuf[pos + 4..pos + 4 + len.min(HEAD_LEN)];
+            match tracker.on_packet(head, len) {
+                Ok(Step::Done { status, ok, .. }) => {
+                    flush(inflight, rbuf, start, end);
+                    start = end;
+                    let head = head.to_vec();
+                    if let Some(a) = inflight.pop_front() {
+                        let mut st = mux.st.lock();
+                        st.pending.pop_front();
+                        st.running_since = Some(std::time::Instant::now());
+                        drop(st);
+                        a.finish(Ok(head));
+                    }
+                    // (An ERR carries no status: only OK and EOF tell.)
+                    if ok
+                        && (status & consts::SERVER_STATUS_IN_TRANS != 0
+                            || status & consts::SERVER_STATUS_AUTOCOMMIT == 0)
+                    {
+                        return Err(Error::new(
+                            crate::error::Kind::Desync,
+                            crate::error::Side::Server,
+                            "a shared connection was left in a transaction",
+                        ));
+                    }
+                }
+                Ok(Step::More) => {}
+                Ok(_) | Err(_) => {
+                    return Err(Error::new(
+                        crate::error::Kind::Desync,
+                        crate::error::Side::Server,
+                        "unexpected answer on a shared connection",
+                    ));
+                }
+            }
+        }
+        *cont = len == packet::MAX_PAYLOAD;
+        pos = end;
+    }
+    flush(inflight, rbuf, start, pos);
+    rbuf.advance(pos);
+    Ok(())
+}
