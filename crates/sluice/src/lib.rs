@@ -1,16 +1,18 @@
-//! Sluice: a SQL proxy for PostgreSQL (and MySQL/MariaDB), with pooling and routing.
+//! Sluice: a SQL proxy for PostgreSQL and MySQL/MariaDB, with pooling and routing.
 //!
 //! The flow, top to bottom: [`listener`] accepts clients and picks the protocol;
 //! [`frontend`] speaks the client side of it (startup, TLS, auth, requests); [`session`]
 //! keeps the per-client state ledger and decides how long a server connection is held;
 //! [`router`] picks the server (a pure function); [`pool`] leases server connections;
-//! [`backend`] speaks the server side. Answers go straight back to the client.
+//! [`backend`] speaks the server side. Answers go straight back to the client, or, for
+//! statements pipelined on a shared connection, through [`mux`].
 
 pub mod backend;
 pub mod cancel;
 pub mod error;
 pub mod frontend;
 pub mod listener;
+pub mod mux;
 pub mod pool;
 pub mod router;
 pub mod server;

@@ -237,3 +237,71 @@ fn too_large(max: usize) -> Error {
         format!("packet larger than the {max}-byte cap"),
     )
 }
+
+/// Splits a MySQL server's answers with the response tracker.
+pub struct Splitter {
+    tracker: sluice_wire_mysql::track::Tracker,
+    /// The next physical packet continues a split one.
+    cont: bool,
+}
+
+impl crate::mux::Splitter for Splitter {
+    fn expect(&mut self, first: u8) {
+        self.tracker.expect(first);
+    }
+
+    fn unit(&mut self, buf: &[u8]) -> Result<Option<(usize, Option<bool>)>> {
+        use sluice_wire_mysql::track::{HEAD_LEN, Step};
+        let Some((len, _)) = packet::header(buf) else {
+            return Ok(None);
+        };
+        if buf.len() < 4 + len {
+            return Ok(None);
+        }
+        let cont = std::mem::replace(&mut self.cont, len == packet::MAX_PAYLOAD);
+        if cont {
+            return Ok(Some((4 + len, None)));
+        }
+        let head = &buf[4..4 + len.min(HEAD_LEN)];
+        match self.tracker.on_packet(head, len) {
+            Ok(Step::Done { ok, status, .. }) => {
+                // An ERR carries no status: only OK and EOF tell.
+                let clean = !ok
+                    || (status & consts::SERVER_STATUS_IN_TRANS == 0
+                        && status & consts::SERVER_STATUS_AUTOCOMMIT != 0);
+                Ok(Some((4 + len, Some(clean))))
+            }
+            Ok(Step::More) => Ok(Some((4 + len, None))),
+            Ok(_) | Err(_) => Err(Error::new(
+                Kind::Desync,
+                Side::Server,
+                "unexpected answer on a shared connection",
+            )),
+        }
+    }
+}
+
+impl crate::mux::MuxConn for ServerConn {
+    type Splitter = Splitter;
+
+    fn splitter(&self) -> Splitter {
+        let mut tracker = sluice_wire_mysql::track::Tracker::new(self.caps);
+        tracker.set_status(self.status);
+        Splitter {
+            tracker,
+            cont: false,
+        }
+    }
+
+    fn io(&mut self) -> (&mut Stream, &mut BytesMut) {
+        (&mut self.stream, &mut self.rbuf)
+    }
+
+    fn thread(&self) -> u32 {
+        self.id
+    }
+
+    fn fits(&mut self, _fp: u64) -> bool {
+        self.applied.is_empty() && !self.in_transaction()
+    }
+}

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A statement on a shared connection: the connection and the statement's answer.
-pub type Muxed = (Arc<super::mux::Mux>, Arc<super::mux::Answer>);
+pub type Muxed = (Arc<crate::mux::Mux>, Arc<crate::mux::Answer>);
 
 /// One client, as KILL sees it.
 pub struct Registered {

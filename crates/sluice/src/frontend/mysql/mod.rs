@@ -5,7 +5,6 @@
 mod auth;
 mod kill;
 mod login;
-pub mod mux;
 mod passthrough;
 mod relay;
 mod rsa;
@@ -34,7 +33,7 @@ pub struct SharedState {
     /// Every client by the connection id Sluice gave it, for KILL.
     pub clients: Arc<kill::Clients>,
     /// Shared server connections of each transaction-mode pool.
-    pub muxes: mux::Muxes,
+    pub muxes: crate::mux::Muxes<crate::backend::mysql::ServerConn>,
 }
 
 /// How long a client may take from connecting to being logged in.

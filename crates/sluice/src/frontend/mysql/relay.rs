@@ -72,7 +72,7 @@ pub(super) struct Relay {
     pub(super) io: Pump,
     pub(super) tracker: Tracker,
     /// The answer to the client's statement, coming from a shared connection.
-    pub(super) muxed: Option<Arc<super::mux::Answer>>,
+    pub(super) muxed: Option<Arc<crate::mux::Answer>>,
     /// The client went away while its answer was on its way.
     client_gone: bool,
     /// Clients whose connection a KILL of ours is aimed at, oldest first.
@@ -201,7 +201,7 @@ impl Relay {
     /// client side. Some(..) when the answer is complete.
     async fn next_with_answer(
         &mut self,
-        answer: &super::mux::Answer,
+        answer: &crate::mux::Answer,
     ) -> Option<Result<Vec<u8>, Error>> {
         let io = &mut self.io;
         let got = std::future::poll_fn(|cx| {
@@ -234,8 +234,9 @@ impl Relay {
         self.s.kill.set_muxed(None);
         self.blocked = false;
         let head = done.map_err(End::Failed)?;
+        let head = head.get(4..).unwrap_or_default();
         if head.first() == Some(&0) {
-            let id = super::state::last_insert_id(&head);
+            let id = super::state::last_insert_id(head);
             if id != 0 {
                 self.last_insert = Some(id);
             }
@@ -616,11 +617,20 @@ impl Relay {
             && !reads_id
             && self.origins.is_empty()
             && !self.io.shutting_down;
-        if !super::mux::eligible(&self.s, &self.shared, payload, clean) {
+        let plain = clean
+            && self.s.lease.is_none()
+            && payload.first() == Some(&consts::COM_QUERY)
+            && len < 64 * 1024
+            && sluice_sql::surely_plain_in(&payload[1..], sluice_sql::Dialect::MySql)
+            && self.shared.my_effects.of(&payload[1..]).is_none();
+        if !plain {
             return None;
         }
-        let payload = payload.to_vec();
-        self.shared.mysql.muxes.submit(&self.s.pool, &payload).await
+        let frame = &self.io.cbuf[..4 + len];
+        self.shared
+            .mysql
+            .muxes
+            .submit(&self.s.pool, 0, frame, consts::COM_QUERY)
     }
 }
 

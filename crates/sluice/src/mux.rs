@@ -1,21 +1,19 @@
 //! Pipelining several clients' autocommit statements on one server connection
-//! (transaction mode). A MySQL server reads a connection's next command as soon as it
-//! has answered the previous one, and answers come back in order; so plain statements of
-//! clients that hold no server connection and no session state are queued on a shared
-//! connection, written together, and each answer is handed to its client as it arrives.
-//! One task per shared connection writes the queue and splits the answers with the
-//! response tracker. Fewer server connections do the work, with fewer wake-ups on both
-//! sides; a client's statement waits behind the statements queued before it.
+//! (transaction mode), for either protocol. A server reads a connection's next command
+//! as soon as it has answered the previous one, and answers come back in order; so plain
+//! statements of clients that hold no server connection and changed no session state are
+//! queued on a shared connection, written together, and each answer is handed to its
+//! client as it arrives. One task per shared connection writes the queue and splits the
+//! answers with the protocol's [`Splitter`]. Fewer server connections do the work, with
+//! fewer wake-ups on both sides; a client's statement waits behind the statements queued
+//! before it, but nothing queues behind a statement that has run for more than a few
+//! milliseconds.
 
-use super::login::Session;
-use crate::backend::mysql::ServerConn;
 use crate::error::Error;
-use crate::pool::{Lease, Pool};
-use crate::shared::Shared;
+use crate::pool::{Lease, Pool, PoolConn};
+use crate::stream::Stream;
 use bytes::{Buf, BytesMut};
 use parking_lot::Mutex;
-use sluice_wire_mysql::track::{HEAD_LEN, Step, Tracker};
-use sluice_wire_mysql::{consts, packet};
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
@@ -134,15 +132,14 @@ impl Mux {
     }
 
     /// Queues a client's command; None when the connection is gone.
-    fn submit(&self, cmd: &[u8]) -> Option<Arc<Answer>> {
+    fn submit(&self, frame: &[u8], first: u8) -> Option<Arc<Answer>> {
         let mut st = self.st.lock();
         if st.dead {
             return None;
         }
         let answer = Arc::new(Answer::default());
-        let mut seq = 0;
-        packet::write_packet(&mut st.queue, &mut seq, cmd);
-        st.cmds.push(cmd.first().copied().unwrap_or(0));
+        st.queue.extend_from_slice(frame);
+        st.cmds.push(first);
         st.pending.push_back(answer.clone());
         if let Some(w) = st.waker.take() {
             w.wake();
@@ -151,39 +148,63 @@ impl Mux {
     }
 }
 
-/// The shared connections of each pool.
-#[derive(Default)]
-pub struct Muxes {
-    map: Mutex<HashMap<usize, Vec<Arc<Mux>>>>,
+/// What the shared connections need of a protocol's server connection.
+pub trait MuxConn: PoolConn {
+    type Splitter: Splitter;
+    fn splitter(&self) -> Self::Splitter;
+    /// The socket and the bytes read from it not yet handled.
+    fn io(&mut self) -> (&mut Stream, &mut BytesMut);
+    /// The server's id of the connection (for KILL).
+    fn thread(&self) -> u32;
+    /// Whether the connection is in the state a client with session fingerprint `fp`
+    /// expects (nothing set on it, not in a transaction).
+    fn fits(&mut self, fp: u64) -> bool;
+}
+
+/// Splits a server's answers, one per command written.
+pub trait Splitter: Send + 'static {
+    /// A command was written; `first` is its first payload byte.
+    fn expect(&mut self, first: u8);
+    /// The next complete unit (packet, message) at the start of `buf`: its length, and
+    /// whether it ends the current answer: Some(clean) where `clean` says the connection
+    /// is still outside any transaction.
+    fn unit(&mut self, buf: &[u8]) -> Result<Option<(usize, Option<bool>)>, Error>;
+}
+
+/// The shared connections of each pool (and client session fingerprint).
+pub struct Muxes<C: MuxConn> {
+    map: Mutex<HashMap<(usize, u64), Vec<Arc<Mux>>>>,
     /// Statements run on shared connections so far.
     statements: std::sync::atomic::AtomicU64,
+    _conn: std::marker::PhantomData<fn() -> C>,
 }
 
-/// Whether a client's command may share a connection: a plain statement (no effect on
-/// session state, one statement) from a client that holds nothing and has changed
-/// nothing.
-pub fn eligible(s: &Session, shared: &Shared, cmd: &[u8], clean: bool) -> bool {
-    clean
-        && s.lease.is_none()
-        && cmd.first() == Some(&consts::COM_QUERY)
-        && cmd.len() < 64 * 1024
-        && sluice_sql::surely_plain_in(&cmd[1..], sluice_sql::Dialect::MySql)
-        && shared.my_effects.of(&cmd[1..]).is_none()
+impl<C: MuxConn> Default for Muxes<C> {
+    fn default() -> Self {
+        Muxes {
+            map: Mutex::default(),
+            statements: Default::default(),
+            _conn: std::marker::PhantomData,
+        }
+    }
 }
 
-impl Muxes {
+impl<C: MuxConn> Muxes<C> {
     pub fn statements(&self) -> u64 {
         self.statements.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Queues `cmd` on one of the pool's shared connections (opening one if there are
-    /// fewer than the cap and all are busy). None: do it the ordinary way.
-    pub async fn submit(
+    /// Queues `frame` (one whole command; `first` its first payload byte) on one of the
+    /// pool's shared connections for clients with session fingerprint `fp`, opening one
+    /// if there are fewer than the cap and all are busy. None: do it the ordinary way.
+    pub fn submit(
         &self,
-        pool: &Arc<Pool<ServerConn>>,
-        cmd: &[u8],
+        pool: &Arc<Pool<C>>,
+        fp: u64,
+        frame: &[u8],
+        first: u8,
     ) -> Option<(Arc<Mux>, Arc<Answer>)> {
-        let r = self.place(pool, cmd);
+        let r = self.place(pool, fp, frame, first);
         if r.is_some() {
             self.statements
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -191,12 +212,18 @@ impl Muxes {
         r
     }
 
-    fn place(&self, pool: &Arc<Pool<ServerConn>>, cmd: &[u8]) -> Option<(Arc<Mux>, Arc<Answer>)> {
+    fn place(
+        &self,
+        pool: &Arc<Pool<C>>,
+        fp: u64,
+        frame: &[u8],
+        first: u8,
+    ) -> Option<(Arc<Mux>, Arc<Answer>)> {
         if pool.settings.shared == 0 || pool.has_waiters() {
             // Others wait for a connection of their own: queue up with them.
             return None;
         }
-        let key = Arc::as_ptr(pool) as usize;
+        let key = (Arc::as_ptr(pool) as usize, fp);
         let (best, count) = {
             let mut map = self.map.lock();
             let list = map.entry(key).or_default();
@@ -216,40 +243,41 @@ impl Muxes {
         }
         match &best {
             Some(m) if m.load() == 0 || count >= cap => {
-                return m.submit(cmd).map(|a| (m.clone(), a));
+                return m.submit(frame, first).map(|a| (m.clone(), a));
             }
             // Every shared connection is busy with a long statement.
             None if count >= cap => return None,
             _ => {}
         }
         // Another shared connection, if the pool has one to spare right now.
-        let lease = pool.try_lease_idle()?;
-        if !lease.conn.applied.is_empty() || lease.conn.in_transaction() {
+        let mut lease = pool.try_lease_idle()?;
+        if !lease.conn.fits(fp) {
             lease.put_back();
-            return best.and_then(|m| m.submit(cmd).map(|a| (m, a)));
+            return best.and_then(|m| m.submit(frame, first).map(|a| (m, a)));
         }
         let mux = Arc::new(Mux {
             st: Mutex::new(MuxState {
-                thread: lease.conn.id,
+                thread: lease.conn.thread(),
                 ..MuxState::default()
             }),
         });
         self.map.lock().entry(key).or_default().push(mux.clone());
         tokio::spawn(run(mux.clone(), lease));
-        mux.submit(cmd).map(|a| (mux, a))
+        mux.submit(frame, first).map(|a| (mux, a))
     }
 }
+
+/// Bytes of an answer's last unit handed back with it (after its header).
+const HEAD_LEN: usize = 68;
 
 /// A shared connection unused this long goes back to its pool.
 const IDLE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The task of one shared connection.
-async fn run(mux: Arc<Mux>, mut lease: Lease<ServerConn>) {
-    let mut tracker = Tracker::new(lease.conn.caps);
-    tracker.set_status(lease.conn.status);
+async fn run<C: MuxConn>(mux: Arc<Mux>, mut lease: Lease<C>) {
+    let mut splitter = lease.conn.splitter();
     let mut out = BytesMut::new();
     let mut inflight: VecDeque<Arc<Answer>> = VecDeque::new();
-    let mut cont = false;
     let mut idle = Box::pin(tokio::time::sleep(IDLE));
     let failure = std::future::poll_fn(|cx| {
         loop {
@@ -260,7 +288,7 @@ async fn run(mux: Arc<Mux>, mut lease: Lease<ServerConn>) {
                     out.extend_from_slice(&st.queue);
                     st.queue.clear();
                     for c in st.cmds.drain(..) {
-                        tracker.expect(c);
+                        splitter.expect(c);
                     }
                     let n = inflight.len();
                     if n == 0 {
@@ -278,9 +306,9 @@ async fn run(mux: Arc<Mux>, mut lease: Lease<ServerConn>) {
                     st.waker = Some(cx.waker().clone());
                 }
             }
-            let conn = &mut lease.conn;
+            let (stream, rbuf) = lease.conn.io();
             if !out.is_empty() {
-                match Pin::new(&mut conn.stream).poll_write(cx, &out) {
+                match Pin::new(&mut *stream).poll_write(cx, &out) {
                     Poll::Ready(Ok(n)) => {
                         out.advance(n);
                         progressed = true;
@@ -293,11 +321,10 @@ async fn run(mux: Arc<Mux>, mut lease: Lease<ServerConn>) {
             }
             let backlog = inflight.front().map_or(0, |a| a.backlog());
             if !inflight.is_empty() && backlog < HIGH_WATER {
-                if conn.rbuf.capacity() - conn.rbuf.len() < 1024 {
-                    conn.rbuf.reserve(16 * 1024);
+                if rbuf.capacity() - rbuf.len() < 1024 {
+                    rbuf.reserve(16 * 1024);
                 }
-                match tokio_util::io::poll_read_buf(Pin::new(&mut conn.stream), cx, &mut conn.rbuf)
-                {
+                match tokio_util::io::poll_read_buf(Pin::new(&mut *stream), cx, rbuf) {
                     Poll::Ready(Ok(0)) => {
                         return Poll::Ready(Some(Error::server_gone(
                             "Lost connection to server during query",
@@ -310,7 +337,7 @@ async fn run(mux: Arc<Mux>, mut lease: Lease<ServerConn>) {
                     Poll::Pending => {}
                 }
             }
-            if let Err(e) = split(&mut conn.rbuf, &mut tracker, &mut inflight, &mut cont, &mux) {
+            if let Err(e) = split(rbuf, &mut splitter, &mut inflight, &mux) {
                 return Poll::Ready(Some(e));
             }
             if !progressed {
@@ -323,7 +350,7 @@ async fn run(mux: Arc<Mux>, mut lease: Lease<ServerConn>) {
         lease.put_back();
         return;
     };
-    tracing::info!(server = lease.conn.id, error = %failure, "shared server connection lost");
+    tracing::info!(server = lease.conn.thread(), error = %failure, "shared server connection lost");
     let mut st = mux.st.lock();
     st.dead = true;
     for a in st.pending.drain(..) {
@@ -333,68 +360,45 @@ async fn run(mux: Arc<Mux>, mut lease: Lease<ServerConn>) {
     lease.discard();
 }
 
-/// Hands each complete packet to the answer it belongs to.
-fn split(
+/// Hands each complete unit to the answer it belongs to.
+fn split<S: Splitter>(
     rbuf: &mut BytesMut,
-    tracker: &mut Tracker,
+    splitter: &mut S,
     inflight: &mut VecDeque<Arc<Answer>>,
-    cont: &mut bool,
     mux: &Mux,
 ) -> Result<(), Error> {
     let mut start = 0;
-    let flush = |inflight: &VecDeque<Arc<Answer>>, rbuf: &BytesMut, from: usize, to: usize| {
-        if to > from
-            && let Some(a) = inflight.front()
-        {
-            a.push(&rbuf[from..to]);
-        }
-    };
     let mut pos = 0;
-    while let Some((len, _)) = packet::header(&rbuf[pos..]) {
-        if rbuf.len() < pos + 4 + len {
-            break;
-        }
-        let end = pos + 4 + len;
-        if !*cont {
-            let head = &rbuf[pos + 4..pos + 4 + len.min(HEAD_LEN)];
-            match tracker.on_packet(head, len) {
-                Ok(Step::Done { status, ok, .. }) => {
-                    flush(inflight, rbuf, start, end);
-                    start = end;
-                    let head = head.to_vec();
-                    if let Some(a) = inflight.pop_front() {
-                        let mut st = mux.st.lock();
-                        st.pending.pop_front();
-                        st.running_since = Some(std::time::Instant::now());
-                        drop(st);
-                        a.finish(Ok(head));
-                    }
-                    // (An ERR carries no status: only OK and EOF tell.)
-                    if ok
-                        && (status & consts::SERVER_STATUS_IN_TRANS != 0
-                            || status & consts::SERVER_STATUS_AUTOCOMMIT == 0)
-                    {
-                        return Err(Error::new(
-                            crate::error::Kind::Desync,
-                            crate::error::Side::Server,
-                            "a shared connection was left in a transaction",
-                        ));
-                    }
-                }
-                Ok(Step::More) => {}
-                Ok(_) | Err(_) => {
-                    return Err(Error::new(
-                        crate::error::Kind::Desync,
-                        crate::error::Side::Server,
-                        "unexpected answer on a shared connection",
-                    ));
-                }
+    while let Some((len, end)) = splitter.unit(&rbuf[pos..])? {
+        let unit_end = pos + len;
+        if let Some(clean) = end {
+            if let Some(a) = inflight.front() {
+                a.push(&rbuf[start..unit_end]);
+            }
+            start = unit_end;
+            let head = rbuf[pos..unit_end.min(pos + HEAD_LEN)].to_vec();
+            if let Some(a) = inflight.pop_front() {
+                let mut st = mux.st.lock();
+                st.pending.pop_front();
+                st.running_since = Some(std::time::Instant::now());
+                drop(st);
+                a.finish(Ok(head));
+            }
+            if !clean {
+                return Err(Error::new(
+                    crate::error::Kind::Desync,
+                    crate::error::Side::Server,
+                    "a shared connection was left in a transaction",
+                ));
             }
         }
-        *cont = len == packet::MAX_PAYLOAD;
-        pos = end;
+        pos = unit_end;
     }
-    flush(inflight, rbuf, start, pos);
+    if pos > start
+        && let Some(a) = inflight.front()
+    {
+        a.push(&rbuf[start..pos]);
+    }
     rbuf.advance(pos);
     Ok(())
 }
