@@ -290,8 +290,8 @@ pub struct Pool {
     pub statement_cache_size: usize,
     /// Reset command sent before a connection is reused; `None` = the protocol's default.
     pub reset_query: Option<String>,
-    /// Transaction mode, MySQL: server connections on which plain autocommit statements
-    /// of several clients are pipelined (0 = none).
+    /// Transaction mode: server connections on which plain autocommit statements of
+    /// several clients are pipelined (0 = none).
     pub shared_connections: usize,
 }
 

@@ -14,16 +14,30 @@ pub struct ServerKey {
     pub secret: i32,
 }
 
-#[derive(Debug, Default)]
-pub struct Slot(Mutex<Option<Arc<ServerKey>>>);
+/// A client's statement on a shared connection: cancellable only while it is the one
+/// running there.
+pub type Gate = (Arc<crate::mux::Mux>, Arc<crate::mux::Answer>);
+
+#[derive(Default)]
+pub struct Slot(Mutex<Option<(Arc<ServerKey>, Option<Gate>)>>);
 
 impl Slot {
     pub fn set(&self, key: Option<Arc<ServerKey>>) {
-        *self.0.lock() = key;
+        *self.0.lock() = key.map(|k| (k, None));
+    }
+
+    /// Points the key at a shared connection while the client's statement runs there.
+    pub fn set_gated(&self, key: Arc<ServerKey>, gate: Gate) {
+        *self.0.lock() = Some((key, Some(gate)));
     }
 
     pub fn get(&self) -> Option<Arc<ServerKey>> {
-        self.0.lock().clone()
+        let g = self.0.lock();
+        let (key, gate) = g.as_ref()?;
+        match gate {
+            Some((mux, answer)) if !mux.running(answer) => None,
+            _ => Some(key.clone()),
+        }
     }
 }
 

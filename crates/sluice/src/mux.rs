@@ -101,6 +101,7 @@ struct MuxState {
     waker: Option<Waker>,
     dead: bool,
     thread: u32,
+    cancel_key: Option<Arc<crate::cancel::ServerKey>>,
     /// When the statement running now started (as far as Sluice can tell).
     running_since: Option<std::time::Instant>,
 }
@@ -131,6 +132,11 @@ impl Mux {
         self.st.lock().thread
     }
 
+    /// Where a query running on the shared connection can be cancelled.
+    pub fn cancel_key(&self) -> Option<Arc<crate::cancel::ServerKey>> {
+        self.st.lock().cancel_key.clone()
+    }
+
     /// Queues a client's command; None when the connection is gone.
     fn submit(&self, frame: &[u8], first: u8) -> Option<Arc<Answer>> {
         let mut st = self.st.lock();
@@ -156,6 +162,10 @@ pub trait MuxConn: PoolConn {
     fn io(&mut self) -> (&mut Stream, &mut BytesMut);
     /// The server's id of the connection (for KILL).
     fn thread(&self) -> u32;
+    /// Where a query running on it can be cancelled (PostgreSQL).
+    fn cancel_key(&self) -> Option<Arc<crate::cancel::ServerKey>> {
+        None
+    }
     /// Whether the connection is in the state a client with session fingerprint `fp`
     /// expects (nothing set on it, not in a transaction).
     fn fits(&mut self, fp: u64) -> bool;
@@ -171,9 +181,12 @@ pub trait Splitter: Send + 'static {
     fn unit(&mut self, buf: &[u8]) -> Result<Option<(usize, Option<bool>)>, Error>;
 }
 
+/// Shared connections by pool (its address) and client session fingerprint.
+type MuxMap = HashMap<(usize, u64), Vec<Arc<Mux>>>;
+
 /// The shared connections of each pool (and client session fingerprint).
 pub struct Muxes<C: MuxConn> {
-    map: Mutex<HashMap<(usize, u64), Vec<Arc<Mux>>>>,
+    map: Mutex<MuxMap>,
     /// Statements run on shared connections so far.
     statements: std::sync::atomic::AtomicU64,
     _conn: std::marker::PhantomData<fn() -> C>,
@@ -258,6 +271,7 @@ impl<C: MuxConn> Muxes<C> {
         let mux = Arc::new(Mux {
             st: Mutex::new(MuxState {
                 thread: lease.conn.thread(),
+                cancel_key: lease.conn.cancel_key(),
                 ..MuxState::default()
             }),
         });

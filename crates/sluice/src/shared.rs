@@ -15,6 +15,8 @@ use tokio::sync::watch;
 pub struct Shared {
     pub config: ArcSwap<Config>,
     pub pools: Pools<crate::backend::pg::ServerConn>,
+    /// Shared (pipelined) connections of PostgreSQL transaction-mode pools.
+    pub pg_muxes: crate::mux::Muxes<crate::backend::pg::ServerConn>,
     pub my_pools: Pools<crate::backend::mysql::ServerConn>,
     pub cancels: Arc<cancel::Registry>,
     pub pins: PinCounters,
@@ -42,6 +44,7 @@ impl Shared {
         Arc::new(Shared {
             config: ArcSwap::from_pointee(config),
             pools: Pools::default(),
+            pg_muxes: Default::default(),
             my_pools: Pools::default(),
             cancels: Arc::new(cancel::Registry::default()),
             pins: PinCounters::default(),

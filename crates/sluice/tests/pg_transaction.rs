@@ -307,3 +307,40 @@ async fn a_client_notifying_itself_sees_its_own_pid() {
     let pid = i32::from_be_bytes(note.1[..4].try_into().unwrap());
     assert_eq!(pid, c.pid);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_queries_share_a_pipelined_connection() {
+    let pg = pg();
+    let h = sluice(&config_text(&pg, 4, "5s", "")).await;
+    let a = addr(&h, "tx");
+    let mut tasks = Vec::new();
+    for t in 0..12i64 {
+        tasks.push(tokio::spawn(async move {
+            let c = connect(a, APP_USER, APP_PW, "app").await.unwrap();
+            for i in 0..150i64 {
+                let want = t * 1000 + i;
+                let rows = c.simple_query(&format!("SELECT {want}")).await.unwrap();
+                let got = rows.iter().find_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_owned),
+                    _ => None,
+                });
+                assert_eq!(got, Some(want.to_string()));
+                if i % 50 == 0 {
+                    let e = c
+                        .simple_query("SELECT * FROM no_such_table")
+                        .await
+                        .unwrap_err();
+                    assert_eq!(
+                        e.code(),
+                        Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE)
+                    );
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert!(h.shared.pg_muxes.statements() > 0, "nothing was pipelined");
+    h.shutdown(std::time::Duration::from_secs(5)).await;
+}

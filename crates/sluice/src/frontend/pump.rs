@@ -137,6 +137,39 @@ impl Pump {
         .await
     }
 
+    /// While the client's statement runs on a shared connection: moves its answer to the
+    /// client as it comes, and serves the client socket. Returns when the answer is
+    /// complete (Some) or something else happened (None; `gone` is set when the client
+    /// left, `shutting_down` when Sluice is stopping).
+    pub async fn next_answer(
+        &mut self,
+        answer: &crate::mux::Answer,
+        gone: &mut bool,
+    ) -> Option<Result<Vec<u8>, crate::error::Error>> {
+        let got = std::future::poll_fn(|cx| {
+            if self.to_client.len() < HIGH_WATER
+                && let Poll::Ready(d) = answer.poll_take(cx, &mut self.to_client)
+            {
+                return Poll::Ready(Ok(d));
+            }
+            self.poll_io(None, cx).map(Err)
+        })
+        .await;
+        match got {
+            Ok(done) => done,
+            Err(Event::ClientRead(Ok(0)) | Event::ClientRead(Err(_)) | Event::WriteFailed(..)) => {
+                // The client left; its answer is dropped when it comes.
+                *gone = true;
+                None
+            }
+            Err(Event::Shutdown) => {
+                self.shutting_down = true;
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
     /// Writes what is queued for the client (within a few seconds), e.g. a last error.
     pub async fn flush_client_now(&mut self) {
         if self.to_client.is_empty() {

@@ -273,6 +273,56 @@ impl crate::pool::PoolConn for ServerConn {
     }
 }
 
+/// Splits a PostgreSQL server's answers to simple queries: each ends with ReadyForQuery.
+pub struct Splitter;
+
+impl crate::mux::Splitter for Splitter {
+    fn expect(&mut self, _first: u8) {}
+
+    fn unit(&mut self, buf: &[u8]) -> Result<Option<(usize, Option<bool>)>> {
+        let Some(len) = buf.get(1..5) else {
+            return Ok(None);
+        };
+        let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+        if len < 4 {
+            return Err(Error::new(
+                crate::error::Kind::Desync,
+                crate::error::Side::Server,
+                "malformed message on a shared connection",
+            ));
+        }
+        if buf.len() < 1 + len {
+            return Ok(None);
+        }
+        let end = (buf[0] == msg::be::READY_FOR_QUERY).then(|| buf.get(5) == Some(&b'I'));
+        Ok(Some((1 + len, end)))
+    }
+}
+
+impl crate::mux::MuxConn for ServerConn {
+    type Splitter = Splitter;
+
+    fn splitter(&self) -> Splitter {
+        Splitter
+    }
+
+    fn io(&mut self) -> (&mut Stream, &mut BytesMut) {
+        (&mut self.stream, &mut self.rbuf)
+    }
+
+    fn thread(&self) -> u32 {
+        self.pid as u32
+    }
+
+    fn cancel_key(&self) -> Option<std::sync::Arc<crate::cancel::ServerKey>> {
+        Some(self.key.clone())
+    }
+
+    fn fits(&mut self, fp: u64) -> bool {
+        self.status == b'I' && self.applied_sets.is_empty() && self.reported_fingerprint() == fp
+    }
+}
+
 /// Reads one whole tagged frame from a server, buffering in `buf`.
 pub async fn read_frame(
     stream: &mut Stream,

@@ -150,7 +150,7 @@ impl Relay {
                 return End::Shutdown;
             }
             if let Some(answer) = self.muxed.clone() {
-                let step = match self.next_with_answer(&answer).await {
+                let step = match self.io.next_answer(&answer, &mut self.client_gone).await {
                     Some(_) if self.client_gone => Err(End::ClientLeft),
                     Some(done) => self.answered(done).await,
                     None => Ok(()),
@@ -194,37 +194,6 @@ impl Relay {
             if let Err(end) = step {
                 return end;
             }
-        }
-    }
-
-    /// Waits for the shared connection's answer or the client's socket; handles the
-    /// client side. Some(..) when the answer is complete.
-    async fn next_with_answer(
-        &mut self,
-        answer: &crate::mux::Answer,
-    ) -> Option<Result<Vec<u8>, Error>> {
-        let io = &mut self.io;
-        let got = std::future::poll_fn(|cx| {
-            if io.to_client.len() < crate::frontend::pump::HIGH_WATER
-                && let std::task::Poll::Ready(d) = answer.poll_take(cx, &mut io.to_client)
-            {
-                return std::task::Poll::Ready(Ok(d));
-            }
-            io.poll_io(None, cx).map(Err)
-        })
-        .await;
-        match got {
-            Ok(done) => done,
-            Err(Event::ClientRead(Ok(0)) | Event::ClientRead(Err(_)) | Event::WriteFailed(..)) => {
-                // The client left; its answer is dropped when it comes.
-                self.client_gone = true;
-                None
-            }
-            Err(Event::Shutdown) => {
-                self.io.shutting_down = true;
-                None
-            }
-            Err(_) => None,
         }
     }
 

@@ -117,6 +117,10 @@ pub(super) struct Relay {
     /// Set when something Sluice did on the client's behalf failed in a way that
     /// leaves the session state unknown (e.g. replaying its SETs).
     pub fatal: Option<Error>,
+    /// The answer to the client's query, coming from a shared connection.
+    pub muxed: Option<Arc<crate::mux::Answer>>,
+    /// The client went away while its answer was on its way.
+    client_gone: bool,
 }
 
 pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
@@ -146,6 +150,8 @@ pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
         named_portal_effects: Default::default(),
         batch: 0,
         fatal: None,
+        muxed: None,
+        client_gone: false,
     };
     let end = r.main_loop().await;
     r.finish(end).await;
@@ -173,6 +179,24 @@ impl Relay {
             self.maybe_release();
             if self.io.shutting_down && self.idle() && self.io.to_client.is_empty() {
                 return End::Shutdown;
+            }
+            if let Some(answer) = self.muxed.clone() {
+                let done = self.io.next_answer(&answer, &mut self.client_gone).await;
+                if self.client_gone {
+                    return End::ClientLeft;
+                }
+                let Some(done) = done else { continue };
+                self.muxed = None;
+                self.s.sync_cancel();
+                if let Err(e) = done {
+                    return End::Failed(e);
+                }
+                match self.on_client().await {
+                    Ok(Some(end)) => return end,
+                    Ok(None) => self.release_synthetic(),
+                    Err(e) => return End::Failed(e),
+                }
+                continue;
             }
             let server = self
                 .s
@@ -226,8 +250,9 @@ impl Relay {
 
     /// No request of this client is being served.
     fn idle(&self) -> bool {
-        self.s.lease.is_none()
-            || (self.at_rest && self.status == b'I' && self.io.to_server.is_empty())
+        self.muxed.is_none()
+            && (self.s.lease.is_none()
+                || (self.at_rest && self.status == b'I' && self.io.to_server.is_empty()))
     }
 
     /// In transaction mode, gives the server connection back as soon as the client is

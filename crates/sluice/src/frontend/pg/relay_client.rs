@@ -86,6 +86,10 @@ impl Relay {
                     if let Some(end) = end? {
                         return Ok(Some(end));
                     }
+                    if self.muxed.is_some() {
+                        // The rest waits for the answer from the shared connection.
+                        break;
+                    }
                 }
             }
         }
@@ -132,6 +136,43 @@ impl Relay {
         Ok(())
     }
 
+    /// In transaction mode, queues a plain query of a client that holds no server
+    /// connection and changed no session state on a shared connection.
+    fn try_mux(&mut self, frame: &[u8], body: &[u8]) -> bool {
+        let clean = self.tx_mode()
+            && self.s.lease.is_none()
+            && self.tracker.is_idle()
+            && self.at_rest
+            && self.status == b'I'
+            && !self.ledger_in_tx
+            && self.ledger.sets.is_empty()
+            && !self.ledger.is_pinned()
+            && !self.io.shutting_down
+            && frame.len() < 64 * 1024;
+        if !clean {
+            return false;
+        }
+        let sql = msg::query_text(body).unwrap_or_default();
+        if !sluice_sql::surely_plain(sql) || self.shared.effects.of(sql).is_some() {
+            return false;
+        }
+        let fp = self.s.params_fingerprint();
+        let Some((mux, answer)) = self
+            .shared
+            .pg_muxes
+            .submit(&self.s.pool, fp, frame, fe::QUERY)
+        else {
+            return false;
+        };
+        // A query on the shared connection is the unnamed statement's end too.
+        self.unnamed.clear();
+        if let Some(key) = mux.cancel_key() {
+            self.s.cancel.slot.set_gated(key, (mux, answer.clone()));
+        }
+        self.muxed = Some(answer);
+        true
+    }
+
     /// Answers a request Sluice could not serve (no server connection): an error, and
     /// ReadyForQuery where the client expects one, in order with earlier answers.
     fn refuse(&mut self, tag: u8, e: &Error) {
@@ -174,6 +215,9 @@ impl Relay {
             return Ok(None);
         }
         if self.s.lease.is_none() && self.tx_mode() && self.answer_without_server(tag, body) {
+            return Ok(None);
+        }
+        if tag == fe::QUERY && self.try_mux(frame, body) {
             return Ok(None);
         }
         if self.s.lease.is_none() {
