@@ -303,7 +303,7 @@ describe() {
             echo "- sluice: release build of $rev"
         fi
         echo "- sluice-session: session-mode pool of $SESSION_POOL; sluice-tx: transaction-mode pool of $TX_POOL, wait_timeout 5s; pass-through auth"
-        echo "- transaction pooling for MySQL is not finished: sluice-tx numbers are preliminary; a run whose clients cannot all get a server connection within 5 s (e.g. when prepared statements keep one per client) is an error row"
+        echo "- sluice-tx: a run whose clients cannot all get a server connection within 5 s is an error row; plain text statements are pipelined on shared connections (pools.shared_connections, default 1)"
     fi
     [[ -n "$PIN_CPU" ]] || echo "- everything (server, Sluice, sysbench) shares the same $NPROC cores, unpinned"
     for w in $WORKLOADS; do

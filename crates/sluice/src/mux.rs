@@ -248,6 +248,13 @@ impl<C: MuxConn> Muxes<C> {
                 .cloned();
             (best, list.len())
         };
+        // Sharing pays under concurrency only: a lone client goes the direct way.
+        if best.as_ref().is_none_or(|m| m.load() == 0) {
+            let (total, idle) = pool.counts();
+            if total.saturating_sub(idle).saturating_sub(count) == 0 {
+                return None;
+            }
+        }
         // At most half the pool is shared, so clients that need a connection of their
         // own (transactions, pinned state) can have one.
         let cap = pool.settings.shared.min(pool.settings.size / 2);

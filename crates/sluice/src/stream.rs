@@ -17,6 +17,13 @@ impl Stream {
         !matches!(self, Stream::Plain(_))
     }
 
+    /// An idle connection must have nothing to say: false if the peer closed it or sent
+    /// something (e.g. a server's FATAL on shutdown).
+    pub fn is_quiet(&self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(self.tcp().try_read(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+
     pub fn tcp(&self) -> &TcpStream {
         match self {
             Stream::Plain(s) => s,
@@ -71,6 +78,13 @@ impl AsyncWrite for Stream {
 }
 
 /// Writes all of `buf` and flushes (a TLS stream may hold bytes until flushed).
+/// Writes what `encode` produces, best effort (the peer may be gone).
+pub async fn send_with(s: &mut Stream, encode: impl FnOnce(&mut bytes::BytesMut)) {
+    let mut out = bytes::BytesMut::new();
+    encode(&mut out);
+    let _ = write_all_flush(s, &out).await;
+}
+
 pub async fn write_all_flush(s: &mut Stream, buf: &[u8]) -> io::Result<()> {
     use tokio::io::AsyncWriteExt;
     s.write_all(buf).await?;

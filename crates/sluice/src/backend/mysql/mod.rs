@@ -149,13 +149,6 @@ impl ServerConn {
         Ok(())
     }
 
-    /// An idle connection must have nothing to say: if the server closed it or sent
-    /// something, it is not reusable.
-    pub fn still_open(&mut self) -> bool {
-        let mut b = [0u8; 1];
-        matches!(self.stream.tcp().try_read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
-    }
-
     pub fn close(mut self) {
         // COM_QUIT, best effort: the socket is closed on drop either way.
         if let Stream::Plain(s) = &mut self.stream {
@@ -185,7 +178,7 @@ impl crate::pool::PoolConn for ServerConn {
         !self.in_transaction()
     }
     fn still_open(&mut self) -> bool {
-        ServerConn::still_open(self)
+        self.stream.is_quiet()
     }
     async fn reset(&mut self, _reset_query: &str) -> Result<()> {
         ServerConn::reset(self).await

@@ -219,13 +219,6 @@ impl ServerConn {
         Ok(())
     }
 
-    /// An idle connection must have nothing to say: if the server closed it or sent
-    /// something (e.g. a FATAL on shutdown), it is not reusable.
-    pub fn still_open(&mut self) -> bool {
-        let mut b = [0u8; 1];
-        matches!(self.stream.tcp().try_read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
-    }
-
     pub fn close(mut self) {
         let mut out = BytesMut::new();
         encode::terminate(&mut out);
@@ -263,7 +256,7 @@ impl crate::pool::PoolConn for ServerConn {
         self.status == b'I'
     }
     fn still_open(&mut self) -> bool {
-        ServerConn::still_open(self)
+        self.stream.is_quiet()
     }
     async fn reset(&mut self, reset_query: &str) -> Result<()> {
         ServerConn::reset(self, reset_query).await

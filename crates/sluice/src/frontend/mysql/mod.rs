@@ -14,7 +14,7 @@ mod stmts;
 use crate::error::{Error, Kind};
 use crate::frontend::ListenerCtx;
 use crate::shared::{ClientSlot, Shared};
-use crate::stream::{Stream, write_all_flush};
+use crate::stream::{Stream, send_with};
 use bytes::BytesMut;
 use sluice_wire_mysql::{consts, packet, resp};
 use std::sync::Arc;
@@ -76,16 +76,15 @@ pub fn queue_err(out: &mut BytesMut, seq: u8, code: u16, state: &str, msg: &str)
 impl Client {
     /// Sends an error and gives up on the client (best effort: it may be gone).
     pub async fn fatal(&mut self, seq: u8, e: &Error) {
-        let mut out = BytesMut::new();
-        queue_error(&mut out, seq, e);
-        let _ = write_all_flush(&mut self.stream, &out).await;
+        send_with(&mut self.stream, |out| queue_error(out, seq, e)).await;
     }
 
     /// Sends an ERR with an explicit code and gives up on the client.
     pub async fn fatal_code(&mut self, seq: u8, code: u16, state: &str, msg: &str) {
-        let mut out = BytesMut::new();
-        queue_err(&mut out, seq, code, state, msg);
-        let _ = write_all_flush(&mut self.stream, &out).await;
+        send_with(&mut self.stream, |out| {
+            queue_err(out, seq, code, state, msg)
+        })
+        .await;
     }
 }
 

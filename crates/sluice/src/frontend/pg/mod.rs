@@ -14,7 +14,7 @@ mod stmts;
 use crate::error::Error;
 use crate::frontend::ListenerCtx;
 use crate::shared::{ClientSlot, Shared};
-use crate::stream::{Stream, write_all_flush};
+use crate::stream::{Stream, send_with, write_all_flush};
 use bytes::BytesMut;
 use sluice_wire_pg::encode::{self, Severity};
 use std::sync::Arc;
@@ -32,9 +32,11 @@ pub struct Client {
 impl Client {
     /// Sends a FATAL error in the client's protocol (best effort: it may be gone).
     pub async fn fatal(&mut self, e: &Error) {
-        let mut out = BytesMut::new();
-        encode::error(&mut out, Severity::Fatal, e.sqlstate(), &e.message);
-        let _ = write_all_flush(&mut self.stream, &out).await;
+        let (code, msg) = (e.sqlstate(), &e.message);
+        send_with(&mut self.stream, |out| {
+            encode::error(out, Severity::Fatal, code, msg)
+        })
+        .await;
     }
 }
 

@@ -81,6 +81,13 @@ impl Relay {
                     buf.advance(5);
                 }
                 Item::Whole(h) => {
+                    if h.tag == fe::PARSE
+                        && let Some(n) = self.try_mux_batch(buf)
+                    {
+                        // Parse .. Sync went to a shared connection as one unit.
+                        buf.advance(n);
+                        break;
+                    }
                     let end = self.on_frame(h.tag, &buf[..h.frame_len]).await;
                     buf.advance(h.frame_len);
                     if let Some(end) = end? {
@@ -136,10 +143,10 @@ impl Relay {
         Ok(())
     }
 
-    /// In transaction mode, queues a plain query of a client that holds no server
-    /// connection and changed no session state on a shared connection.
-    fn try_mux(&mut self, frame: &[u8], body: &[u8]) -> bool {
-        let clean = self.tx_mode()
+    /// Whether the client could share a connection now: transaction mode, no server
+    /// connection held, nothing in flight, no session state changed.
+    fn may_share(&self) -> bool {
+        self.tx_mode()
             && self.s.lease.is_none()
             && self.tracker.is_idle()
             && self.at_rest
@@ -148,24 +155,92 @@ impl Relay {
             && self.ledger.sets.is_empty()
             && !self.ledger.is_pinned()
             && !self.io.shutting_down
-            && frame.len() < 64 * 1024;
-        if !clean {
+            && !self.skip_to_sync
+    }
+
+    /// Whether `sql` leaves session state alone (the scanner finds no effect in it).
+    fn plain(&self, sql: &[u8]) -> bool {
+        self.shared.effects.of(sql).is_none()
+    }
+
+    /// In transaction mode, queues a plain query of a client that holds no server
+    /// connection and changed no session state on a shared connection.
+    fn try_mux(&mut self, frame: &[u8], body: &[u8]) -> bool {
+        if !self.may_share() || frame.len() >= 64 * 1024 {
             return false;
         }
         let sql = msg::query_text(body).unwrap_or_default();
-        if !sluice_sql::surely_plain(sql) || self.shared.effects.of(sql).is_some() {
+        if !self.plain(sql) || !self.share(frame, fe::QUERY) {
             return false;
         }
+        // A simple query ends the unnamed statement.
+        self.unnamed.clear();
+        true
+    }
+
+    /// The same for an extended-protocol round of the unnamed statement and portal
+    /// (Parse, Bind, optional Describe, Execute, Sync) complete in `buf`: returns its
+    /// length when it went to a shared connection.
+    fn try_mux_batch(&mut self, buf: &[u8]) -> Option<usize> {
+        if !self.may_share() {
+            return None;
+        }
+        let max = self.s.max_message;
+        let mut at = 0;
+        let mut query: Option<(&[u8], &[u8])> = None;
+        let mut tags = [0u8; 5];
+        let mut n = 0;
+        while n < tags.len() {
+            let h = sluice_wire_pg::frame::complete_frame(buf.get(at..)?, max).ok()??;
+            let body = buf.get(at + 5..at + h.frame_len)?;
+            let unnamed = match h.tag {
+                fe::PARSE => msg::parse(body).map(|(name, q, types)| {
+                    query = Some((q, types));
+                    name.is_empty()
+                }),
+                fe::BIND => msg::bind(body).map(|(p, st, _)| p.is_empty() && st.is_empty()),
+                fe::DESCRIBE => msg::target(body).map(|(_, name)| name.is_empty()),
+                fe::EXECUTE => msg::cstr(body).map(|(p, _)| p.is_empty()),
+                fe::SYNC => Some(true),
+                _ => None,
+            };
+            if unnamed != Some(true) {
+                return None;
+            }
+            tags[n] = h.tag;
+            n += 1;
+            at += h.frame_len;
+            if h.tag == fe::SYNC {
+                break;
+            }
+        }
+        let shape = &tags[..n];
+        let round = [fe::PARSE, fe::BIND, fe::DESCRIBE, fe::EXECUTE, fe::SYNC];
+        let short = [fe::PARSE, fe::BIND, fe::EXECUTE, fe::SYNC];
+        if shape != round && shape != short {
+            return None;
+        }
+        let (q, types) = query?;
+        if at >= 64 * 1024 || !self.plain(q) {
+            return None;
+        }
+        let (q, types) = (q.to_vec(), types.to_vec());
+        if !self.share(&buf[..at], fe::PARSE) {
+            return None;
+        }
+        // The unnamed statement now lives on the shared connection only.
+        self.unnamed.set(&q, &types);
+        self.unnamed_here = false;
+        Some(at)
+    }
+
+    /// Sends `frames` to a shared connection; the client waits for the answer.
+    fn share(&mut self, frames: &[u8], first: u8) -> bool {
         let fp = self.s.params_fingerprint();
-        let Some((mux, answer)) = self
-            .shared
-            .pg_muxes
-            .submit(&self.s.pool, fp, frame, fe::QUERY)
+        let Some((mux, answer)) = self.shared.pg_muxes.submit(&self.s.pool, fp, frames, first)
         else {
             return false;
         };
-        // A query on the shared connection is the unnamed statement's end too.
-        self.unnamed.clear();
         if let Some(key) = mux.cancel_key() {
             self.s.cancel.slot.set_gated(key, (mux, answer.clone()));
         }
