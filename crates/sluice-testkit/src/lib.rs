@@ -72,6 +72,23 @@ pub use pg::{PgAuth, PgOptions, PgServer};
 /// Returns a TCP port on 127.0.0.1 that was free a moment ago: binds port 0,
 /// reads the port the kernel picked and closes the socket. A port is never
 /// handed out twice within one process.
+/// Runs `start` up to three times while it fails because another process took the port
+/// between [`free_port`] and the bind.
+pub(crate) fn retry_port_conflicts<T>(
+    mut start: impl FnMut() -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let mut last_err = None;
+    for _ in 0..3 {
+        match start() {
+            Ok(server) => return Ok(server),
+            Err(e) if format!("{e:#}").contains("Address already in use") => last_err = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    use anyhow::Context;
+    Err(last_err.unwrap_or_else(|| anyhow::anyhow!("no attempt made"))).context("port conflicts")
+}
+
 pub fn free_port() -> u16 {
     static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
     let mut guard = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());

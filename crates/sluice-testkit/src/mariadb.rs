@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use tempfile::TempDir;
 
 use crate::mariadb_setup::{
@@ -89,18 +89,7 @@ impl MariaDbServer {
     pub fn start_with(opts: MariaDbOptions) -> Result<MariaDbServer> {
         let root = scratch_root();
         sweep_once(&root);
-        let mut last_err = None;
-        // Another process may grab the port between free_port() and the bind.
-        for _ in 0..3 {
-            match Self::try_start(&root, &opts) {
-                Ok(server) => return Ok(server),
-                Err(e) if format!("{e:#}").contains("Address already in use") => {
-                    last_err = Some(e);
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last_err.unwrap_or_else(|| anyhow!("no attempt made"))).context("port conflicts")
+        crate::retry_port_conflicts(|| Self::try_start(&root, &opts))
     }
 
     fn try_start(root: &Path, opts: &MariaDbOptions) -> Result<MariaDbServer> {

@@ -59,9 +59,16 @@ pub async fn serve(
         let (shared, ctx) = (shared.clone(), ctx.clone());
         tasks.spawn(async move {
             tracing::debug!(%peer, listener = %ctx.cfg.name, "client connected");
-            match ctx.cfg.protocol {
-                Protocol::Postgres => frontend::pg::serve(shared, ctx, tcp, slot).await,
-                Protocol::Mysql => frontend::mysql::serve(shared, ctx, tcp, slot).await,
+            let protocol = ctx.cfg.protocol;
+            let a = frontend::Accepted {
+                shared,
+                ctx,
+                tcp,
+                slot,
+            };
+            match protocol {
+                Protocol::Postgres => frontend::pg::serve(a).await,
+                Protocol::Mysql => frontend::mysql::serve(a).await,
             }
         });
     }

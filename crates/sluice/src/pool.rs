@@ -50,9 +50,9 @@ pub trait PoolConn: Sized + Send + 'static {
     type Welcome: Clone + Send + 'static;
 
     fn open(op: &Self::Opener) -> impl Future<Output = Result<Self, LoginError>> + Send;
-    fn created(&self) -> Instant;
-    fn last_used(&self) -> Instant;
-    fn set_last_used(&mut self, t: Instant);
+    /// When the connection was opened and last given back.
+    fn stamps(&self) -> Stamps;
+    fn stamps_mut(&mut self) -> &mut Stamps;
     /// Between transactions, nothing in flight.
     fn is_idle(&self) -> bool;
     /// Neither closed by the server nor holding unread bytes.
@@ -62,6 +62,23 @@ pub trait PoolConn: Sized + Send + 'static {
     fn reset(&mut self, reset_query: &str)
     -> impl Future<Output = crate::error::Result<()>> + Send;
     fn close(self);
+}
+
+/// When a connection was opened and last given back.
+#[derive(Debug, Clone, Copy)]
+pub struct Stamps {
+    pub created: Instant,
+    pub last_used: Instant,
+}
+
+impl Stamps {
+    pub fn now() -> Stamps {
+        let now = Instant::now();
+        Stamps {
+            created: now,
+            last_used: now,
+        }
+    }
 }
 
 struct State<C> {
@@ -219,14 +236,14 @@ impl<C: PoolConn> Pool<C> {
 
     fn usable(&self, c: &C, now: Instant) -> bool {
         let s = &self.settings;
-        !(s.lifetime > Duration::ZERO && now.duration_since(c.created()) > s.lifetime
+        !(s.lifetime > Duration::ZERO && now.duration_since(c.stamps().created) > s.lifetime
             || s.idle_timeout > Duration::ZERO
-                && now.duration_since(c.last_used()) > s.idle_timeout)
+                && now.duration_since(c.stamps().last_used) > s.idle_timeout)
     }
 
     fn give_back(self: &Arc<Self>, mut conn: C) {
         let now = Instant::now();
-        conn.set_last_used(now);
+        conn.stamps_mut().last_used = now;
         let keep = {
             let mut st = self.state.lock();
             if st.total > self.settings.size || !self.usable(&conn, now) || !conn.is_idle() {
@@ -348,7 +365,7 @@ impl<C: PoolConn> Pool<C> {
         while let Some(mut c) = st.idle.pop() {
             // A connection used a moment ago is alive; only older ones are worth the
             // syscall.
-            let recent = now.duration_since(c.last_used()) < Duration::from_secs(1);
+            let recent = now.duration_since(c.stamps().last_used) < Duration::from_secs(1);
             if self.usable(&c, now) && (recent || c.still_open()) {
                 return (Some(c), expired);
             }

@@ -14,7 +14,6 @@ use sluice_wire_mysql::handshake::{
 };
 use sluice_wire_mysql::{auth, consts, packet, resp};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// How a pool opens MySQL connections by itself.
 pub struct Opener {
@@ -171,7 +170,6 @@ pub async fn login(op: &Opener) -> std::result::Result<(ServerConn, HandshakeV10
         packet::write_packet(&mut out, &mut seq, &reply);
         write_all_flush(&mut stream, &out).await?;
     }
-    let now = Instant::now();
     let conn = ServerConn {
         stream,
         rbuf,
@@ -182,8 +180,7 @@ pub async fn login(op: &Opener) -> std::result::Result<(ServerConn, HandshakeV10
         database: op.database.clone(),
         applied: Default::default(),
         stmts: Default::default(),
-        created: now,
-        last_used: now,
+        stamps: crate::pool::Stamps::now(),
         max_message: t.max_message,
     };
     Ok((conn, hs))

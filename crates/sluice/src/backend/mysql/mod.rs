@@ -12,7 +12,6 @@ use crate::stream::{Stream, write_all_flush};
 use bytes::{Buf, Bytes, BytesMut};
 use sluice_wire_mysql::{consts, packet, resp};
 use std::sync::Arc;
-use std::time::Instant;
 use tokio::io::AsyncReadExt;
 
 /// A statement prepared on one server connection.
@@ -91,8 +90,7 @@ pub struct ServerConn {
     pub applied: std::collections::BTreeMap<String, String>,
     /// Statements Sluice prepared here for transaction-mode clients.
     pub stmts: ServerStmts,
-    pub created: Instant,
-    pub last_used: Instant,
+    pub stamps: crate::pool::Stamps,
     pub max_message: usize,
 }
 
@@ -165,14 +163,11 @@ impl crate::pool::PoolConn for ServerConn {
     async fn open(op: &Opener) -> std::result::Result<Self, LoginError> {
         login(op).await.map(|(c, _)| c)
     }
-    fn created(&self) -> Instant {
-        self.created
+    fn stamps(&self) -> crate::pool::Stamps {
+        self.stamps
     }
-    fn last_used(&self) -> Instant {
-        self.last_used
-    }
-    fn set_last_used(&mut self, t: Instant) {
-        self.last_used = t;
+    fn stamps_mut(&mut self) -> &mut crate::pool::Stamps {
+        &mut self.stamps
     }
     fn is_idle(&self) -> bool {
         !self.in_transaction()

@@ -10,7 +10,6 @@ use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256};
 use sluice_config::ServerTls;
 use sluice_wire_pg::{encode, msg};
 use std::collections::BTreeMap;
-use std::time::Instant;
 use tokio::io::AsyncReadExt;
 
 /// TCP connect and, when configured, the TLS upgrade.
@@ -83,7 +82,6 @@ pub async fn finish_startup(
             }
         }
     }
-    let now = Instant::now();
     let addr: std::sync::Arc<str> = t.addr().into();
     let key = std::sync::Arc::new(crate::cancel::ServerKey {
         addr: addr.clone(),
@@ -101,8 +99,7 @@ pub async fn finish_startup(
         reported,
         prepared: StatementCache::default(),
         applied_sets: BTreeMap::new(),
-        created: now,
-        last_used: now,
+        stamps: crate::pool::Stamps::now(),
         status: b'I',
         max_message: t.max_message,
     })

@@ -12,7 +12,6 @@ use crate::stream::{Stream, write_all_flush};
 use bytes::{Buf, Bytes, BytesMut};
 use sluice_wire_pg::{encode, frame, msg};
 use std::collections::{BTreeMap, HashMap};
-use std::time::Instant;
 use tokio::io::AsyncReadExt;
 
 /// Prepared statements on one connection, by pool-wide statement hash, least recently
@@ -131,8 +130,7 @@ pub struct ServerConn {
     pub prepared: StatementCache,
     /// SET statements replayed on (or run by a client on) this connection, by parameter.
     pub applied_sets: BTreeMap<String, String>,
-    pub created: Instant,
-    pub last_used: Instant,
+    pub stamps: crate::pool::Stamps,
     /// Last ReadyForQuery status.
     pub status: u8,
     pub max_message: usize,
@@ -243,14 +241,11 @@ impl crate::pool::PoolConn for ServerConn {
     async fn open(op: &Opener) -> std::result::Result<Self, LoginError> {
         login(&op.target, &op.params, &op.creds).await
     }
-    fn created(&self) -> Instant {
-        self.created
+    fn stamps(&self) -> crate::pool::Stamps {
+        self.stamps
     }
-    fn last_used(&self) -> Instant {
-        self.last_used
-    }
-    fn set_last_used(&mut self, t: Instant) {
-        self.last_used = t;
+    fn stamps_mut(&mut self) -> &mut crate::pool::Stamps {
+        &mut self.stamps
     }
     fn is_idle(&self) -> bool {
         self.status == b'I'

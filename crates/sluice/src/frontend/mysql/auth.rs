@@ -51,12 +51,7 @@ pub(super) async fn login(
     let (mut c, cseq, hello, offer) = greet_client(c, ctx, greeting, max).await?;
     let client_caps = hello.capabilities & offer;
     c.caps = client_caps;
-    let user = String::from_utf8_lossy(&hello.username).into_owned();
-    let database = hello
-        .database
-        .as_deref()
-        .map(|d| String::from_utf8_lossy(d).into_owned())
-        .unwrap_or_default();
+    let (user, database) = super::login::names(&hello);
     let user_cfg = config.users.get(&user);
     let mut ex = Exchange {
         c: &mut c,

@@ -171,6 +171,17 @@ pub(super) async fn finish(
     Some((c, session))
 }
 
+/// The user and database a HandshakeResponse41 names.
+pub(super) fn names(hello: &HandshakeResponse41) -> (String, String) {
+    let user = String::from_utf8_lossy(&hello.username).into_owned();
+    let database = hello
+        .database
+        .as_deref()
+        .map(|d| String::from_utf8_lossy(d).into_owned())
+        .unwrap_or_default();
+    (user, database)
+}
+
 /// Greets the client (capabilities: the server's that Sluice relays, TLS if the listener
 /// has it), runs the TLS upgrade if asked, and reads its HandshakeResponse41: (the client,
 /// the response's sequence id, the response, the capabilities offered).

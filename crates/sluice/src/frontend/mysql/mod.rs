@@ -12,13 +12,10 @@ mod state;
 mod stmts;
 
 use crate::error::{Error, Kind};
-use crate::frontend::ListenerCtx;
-use crate::shared::{ClientSlot, Shared};
 use crate::stream::{Stream, send_with};
 use bytes::BytesMut;
 use sluice_wire_mysql::{consts, packet, resp};
 use std::sync::Arc;
-use tokio::net::TcpStream;
 
 /// What MySQL clients of one Sluice instance share: the servers' greetings (for
 /// greeting clients of configured users), the users who completed caching_sha2's full
@@ -88,18 +85,14 @@ impl Client {
     }
 }
 
-pub async fn serve(
-    shared: Arc<Shared>,
-    ctx: Arc<ListenerCtx>,
-    tcp: TcpStream,
-    slot: Option<ClientSlot>,
-) {
+pub async fn serve(a: crate::frontend::Accepted) {
     let mut client = Client {
-        stream: Stream::Plain(tcp),
+        stream: Stream::Plain(a.tcp),
         buf: BytesMut::new(),
         caps: consts::CLIENT_PROTOCOL_41,
     };
-    let Some(_slot) = slot else {
+    let (shared, ctx) = (a.shared, a.ctx);
+    let Some(_slot) = a.slot else {
         let e = Error::new(
             Kind::PoolTimeout,
             crate::error::Side::Client,

@@ -17,7 +17,6 @@ use sluice_config::{Config, PoolMode};
 use sluice_wire_mysql::handshake::HandshakeV10;
 use sluice_wire_mysql::{consts, resp};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// What a pass-through login established: (client, its server connection, user,
 /// database, client capabilities, charset, the server's greeting, the client's id).
@@ -65,12 +64,7 @@ pub(super) async fn authenticate(
     let (mut c, cseq, mut hello, offer) = greet_client(c, ctx, greeting, max).await?;
     let client_caps = hello.capabilities & offer;
     c.caps = client_caps;
-    let user = String::from_utf8_lossy(&hello.username).into_owned();
-    let database = hello
-        .database
-        .as_deref()
-        .map(|d| String::from_utf8_lossy(d).into_owned())
-        .unwrap_or_default();
+    let (user, database) = super::login::names(&hello);
 
     // Towards the server: the client's answer with the capabilities both sides have.
     let mut caps = client_caps & !consts::CLIENT_SSL;
@@ -111,7 +105,6 @@ pub(super) async fn authenticate(
     )
     .await?;
 
-    let now = Instant::now();
     let conn = ServerConn {
         stream: server,
         rbuf: sbuf,
@@ -122,8 +115,7 @@ pub(super) async fn authenticate(
         database: database.clone(),
         applied: Default::default(),
         stmts: Default::default(),
-        created: now,
-        last_used: now,
+        stamps: crate::pool::Stamps::now(),
         max_message: max,
     };
     let hello_charset = hello.charset;

@@ -323,7 +323,11 @@ impl Relay {
             );
             return Err(End::Failed(Error::protocol("Got packets out of order")));
         }
-        let Some(cmd) = cmd else {
+        if cmd == Some(consts::COM_QUIT) {
+            return Err(End::ClientLeft);
+        }
+        let Some(cmd) = cmd.filter(|c| known_command(*c)) else {
+            // An empty packet or an unknown command: the session goes on.
             queue_err(
                 &mut self.io.to_client,
                 answer_seq,
@@ -333,19 +337,6 @@ impl Relay {
             );
             return Ok(Cmd::Consumed);
         };
-        if cmd == consts::COM_QUIT {
-            return Err(End::ClientLeft);
-        }
-        if !known_command(cmd) {
-            queue_err(
-                &mut self.io.to_client,
-                answer_seq,
-                consts::ER_UNKNOWN_COM_ERROR,
-                "08S01",
-                "Unknown command",
-            );
-            return Ok(Cmd::Consumed);
-        }
         let kill = match self.kill_target(cmd, len) {
             Kill::NotOurs => None,
             Kill::Answered => return Ok(Cmd::Consumed),

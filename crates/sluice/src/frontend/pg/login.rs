@@ -262,7 +262,7 @@ pub async fn login(
     if session.mode == PoolMode::Transaction
         && let Some(mut l) = session.lease.take()
     {
-        l.last_used = std::time::Instant::now();
+        l.stamps.last_used = std::time::Instant::now();
         l.put_back();
     }
     session.sync_cancel();

@@ -12,12 +12,10 @@ mod startup;
 mod stmts;
 
 use crate::error::Error;
-use crate::frontend::ListenerCtx;
-use crate::shared::{ClientSlot, Shared};
+use crate::shared::Shared;
 use crate::stream::{Stream, send_with, write_all_flush};
 use bytes::BytesMut;
 use sluice_wire_pg::encode::{self, Severity};
-use std::sync::Arc;
 use tokio::net::TcpStream;
 
 /// How long a client may take from connecting to being logged in.
@@ -40,13 +38,9 @@ impl Client {
     }
 }
 
-pub async fn serve(
-    shared: Arc<Shared>,
-    ctx: Arc<ListenerCtx>,
-    tcp: TcpStream,
-    slot: Option<ClientSlot>,
-) {
-    let stream = Stream::Plain(tcp);
+pub async fn serve(a: crate::frontend::Accepted) {
+    let (shared, ctx, slot) = (a.shared, a.ctx, a.slot);
+    let stream = Stream::Plain(a.tcp);
     let negotiated =
         match tokio::time::timeout(LOGIN_TIMEOUT, startup::negotiate(&ctx, stream)).await {
             Ok(n) => n,
