@@ -158,9 +158,12 @@ impl Relay {
             && !self.skip_to_sync
     }
 
-    /// Whether `sql` leaves session state alone (the scanner finds no effect in it).
+    /// Whether `sql` may run on a shared connection: the scanner finds no effect on
+    /// session state in it, and it sends no notification (whose sender a listener
+    /// must see as this client: see relay_server::rename_sender).
     fn plain(&self, sql: &[u8]) -> bool {
         self.shared.effects.of(sql).is_none()
+            && !sql.windows(6).any(|w| w.eq_ignore_ascii_case(b"notify"))
     }
 
     /// In transaction mode, queues a plain query of a client that holds no server
