@@ -40,6 +40,8 @@ struct AnswerState {
     /// connection's failure.
     done: Option<Result<Vec<u8>, Error>>,
     waker: Option<Waker>,
+    /// The connection's task, waiting for the client to take what is there.
+    producer: Option<Waker>,
 }
 
 impl Answer {
@@ -54,6 +56,9 @@ impl Answer {
         if had {
             out.extend_from_slice(&st.buf);
             st.buf.clear();
+            if let Some(w) = st.producer.take() {
+                w.wake();
+            }
         }
         if let Some(d) = st.done.take() {
             return Poll::Ready(Some(d));
@@ -81,8 +86,15 @@ impl Answer {
         }
     }
 
-    fn backlog(&self) -> usize {
-        self.st.lock().buf.len()
+    /// Whether the client has this much not yet taken; if so, `producer` is woken when
+    /// it takes it.
+    fn full(&self, producer: &Waker) -> bool {
+        let mut st = self.st.lock();
+        if st.buf.len() < HIGH_WATER {
+            return false;
+        }
+        st.producer = Some(producer.clone());
+        true
     }
 }
 
@@ -340,8 +352,8 @@ async fn run<C: MuxConn>(mux: Arc<Mux>, mut lease: Lease<C>) {
                     Poll::Pending => {}
                 }
             }
-            let backlog = inflight.front().map_or(0, |a| a.backlog());
-            if !inflight.is_empty() && backlog < HIGH_WATER {
+            let full = inflight.front().is_some_and(|a| a.full(cx.waker()));
+            if !inflight.is_empty() && !full {
                 if rbuf.capacity() - rbuf.len() < 1024 {
                     rbuf.reserve(16 * 1024);
                 }
@@ -368,7 +380,12 @@ async fn run<C: MuxConn>(mux: Arc<Mux>, mut lease: Lease<C>) {
     })
     .await;
     let Some(failure) = failure else {
-        lease.put_back();
+        // Idle: back to the pool, unless the server said something nobody asked for.
+        if lease.conn.io().1.is_empty() {
+            lease.put_back();
+        } else {
+            lease.discard();
+        }
         return;
     };
     tracing::info!(server = lease.conn.thread(), error = %failure, "shared server connection lost");

@@ -342,5 +342,24 @@ async fn plain_queries_share_a_pipelined_connection() {
         t.await.unwrap();
     }
     assert!(h.shared.pg_muxes.statements() > 0, "nothing was pipelined");
+    // Answers larger than the shared connection's read-ahead limit (1 MiB) come through
+    // whole while clients take them at their own pace.
+    let mut big = Vec::new();
+    for _ in 0..4 {
+        big.push(tokio::spawn(async move {
+            let c = connect(a, APP_USER, APP_PW, "app").await.unwrap();
+            for _ in 0..3 {
+                let rows = c.simple_query("SELECT repeat('x', 3000000)").await.unwrap();
+                let len = rows.iter().find_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::len),
+                    _ => None,
+                });
+                assert_eq!(len, Some(3_000_000));
+            }
+        }));
+    }
+    for t in big {
+        t.await.unwrap();
+    }
     h.shutdown(std::time::Duration::from_secs(5)).await;
 }
