@@ -42,6 +42,8 @@ struct AnswerState {
     waker: Option<Waker>,
     /// The connection's task, waiting for the client to take what is there.
     producer: Option<Waker>,
+    /// The client is gone: what arrives is dropped.
+    abandoned: bool,
 }
 
 impl Answer {
@@ -70,8 +72,21 @@ impl Answer {
         Poll::Pending
     }
 
+    /// The client left: drop what arrives from now on.
+    pub fn abandon(&self) {
+        let mut st = self.st.lock();
+        st.abandoned = true;
+        st.buf = BytesMut::new();
+        if let Some(w) = st.producer.take() {
+            w.wake();
+        }
+    }
+
     fn push(&self, bytes: &[u8]) {
         let mut st = self.st.lock();
+        if st.abandoned {
+            return;
+        }
         st.buf.extend_from_slice(bytes);
         if let Some(w) = st.waker.take() {
             w.wake();
@@ -90,7 +105,7 @@ impl Answer {
     /// it takes it.
     fn full(&self, producer: &Waker) -> bool {
         let mut st = self.st.lock();
-        if st.buf.len() < HIGH_WATER {
+        if st.abandoned || st.buf.len() < HIGH_WATER {
             return false;
         }
         st.producer = Some(producer.clone());
@@ -130,13 +145,16 @@ impl Mux {
             .is_some_and(|t| !st.pending.is_empty() && t.elapsed() > BUSY)
     }
 
-    /// Whether `answer` is the statement the server is running now.
+    /// Whether `answer` is the statement the server is running now, with nothing queued
+    /// behind it (so a cancel or KILL sent now cannot reach another client's statement).
     pub fn running(&self, answer: &Answer) -> bool {
-        self.st
-            .lock()
-            .pending
-            .front()
-            .is_some_and(|a| std::ptr::eq(&**a, answer))
+        let st = self.st.lock();
+        st.pending.len() == 1
+            && st.queue.is_empty()
+            && st
+                .pending
+                .front()
+                .is_some_and(|a| std::ptr::eq(&**a, answer))
     }
 
     /// The server thread of the shared connection.
@@ -312,6 +330,7 @@ async fn run<C: MuxConn>(mux: Arc<Mux>, mut lease: Lease<C>) {
     let mut out = BytesMut::new();
     let mut inflight: VecDeque<Arc<Answer>> = VecDeque::new();
     let mut idle = Box::pin(tokio::time::sleep(IDLE));
+    let mut flush = false;
     let failure = std::future::poll_fn(|cx| {
         loop {
             let mut progressed = false;
@@ -330,7 +349,7 @@ async fn run<C: MuxConn>(mux: Arc<Mux>, mut lease: Lease<C>) {
                     inflight.extend(st.pending.iter().skip(n).cloned());
                     idle.as_mut().reset(tokio::time::Instant::now() + IDLE);
                 }
-                if inflight.is_empty() && out.is_empty() {
+                if inflight.is_empty() && out.is_empty() && !flush {
                     if idle.as_mut().poll(cx).is_ready() || lease.pool().has_waiters() {
                         // Nothing for a while: the connection goes back to the pool.
                         st.dead = true;
@@ -345,7 +364,17 @@ async fn run<C: MuxConn>(mux: Arc<Mux>, mut lease: Lease<C>) {
                     Poll::Ready(Ok(n)) => {
                         out.advance(n);
                         progressed = true;
+                        // TLS may keep records back until flushed.
+                        flush = stream.is_tls();
                     }
+                    Poll::Ready(Err(e)) => {
+                        return Poll::Ready(Some(Error::server_gone(e.to_string())));
+                    }
+                    Poll::Pending => {}
+                }
+            } else if flush {
+                match Pin::new(&mut *stream).poll_flush(cx) {
+                    Poll::Ready(Ok(())) => flush = false,
                     Poll::Ready(Err(e)) => {
                         return Poll::Ready(Some(Error::server_gone(e.to_string())));
                     }
@@ -415,19 +444,21 @@ fn split<S: Splitter>(
             }
             start = unit_end;
             let head = rbuf[pos..unit_end.min(pos + HEAD_LEN)].to_vec();
+            if !clean {
+                // The answer is sent, but the client must not believe it is in a
+                // transaction on a connection that is about to close.
+                return Err(Error::new(
+                    crate::error::Kind::Desync,
+                    crate::error::Side::Server,
+                    "a shared connection was left in a transaction",
+                ));
+            }
             if let Some(a) = inflight.pop_front() {
                 let mut st = mux.st.lock();
                 st.pending.pop_front();
                 st.running_since = Some(std::time::Instant::now());
                 drop(st);
                 a.finish(Ok(head));
-            }
-            if !clean {
-                return Err(Error::new(
-                    crate::error::Kind::Desync,
-                    crate::error::Side::Server,
-                    "a shared connection was left in a transaction",
-                ));
             }
         }
         pos = unit_end;

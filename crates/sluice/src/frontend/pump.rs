@@ -33,6 +33,8 @@ pub struct Pump {
     pub to_client: BytesMut,
     pub to_server: BytesMut,
     pub shutting_down: bool,
+    /// Read nothing more from the client for now (its statement's answer is pending).
+    pause_client: bool,
     flush_client: bool,
     flush_server: bool,
     shutdown_wait: Pin<Box<dyn Future<Output = ()> + Send>>,
@@ -53,6 +55,7 @@ impl Pump {
             to_client: BytesMut::new(),
             to_server: BytesMut::new(),
             shutting_down: false,
+            pause_client: false,
             flush_client: false,
             flush_server: false,
             shutdown_wait: Box::pin(async move {
@@ -114,7 +117,7 @@ impl Pump {
         }
         // While draining, the client may still finish its transaction: keep reading
         // until it is between transactions (the relay then ends the session).
-        if self.to_server.len() < HIGH_WATER {
+        if self.to_server.len() < HIGH_WATER && !self.pause_client {
             reserve(&mut self.cbuf);
             if let Poll::Ready(r) =
                 tokio_util::io::poll_read_buf(Pin::new(&mut self.client), cx, &mut self.cbuf)
@@ -146,6 +149,8 @@ impl Pump {
         answer: &crate::mux::Answer,
         gone: &mut bool,
     ) -> Option<Result<Vec<u8>, crate::error::Error>> {
+        // What the client sends meanwhile waits in its buffer, up to a bound.
+        self.pause_client = self.cbuf.len() >= HIGH_WATER;
         let got = std::future::poll_fn(|cx| {
             if self.to_client.len() < HIGH_WATER
                 && let Poll::Ready(d) = answer.poll_take(cx, &mut self.to_client)
@@ -155,10 +160,12 @@ impl Pump {
             self.poll_io(None, cx).map(Err)
         })
         .await;
+        self.pause_client = false;
         match got {
             Ok(done) => done,
             Err(Event::ClientRead(Ok(0)) | Event::ClientRead(Err(_)) | Event::WriteFailed(..)) => {
-                // The client left; its answer is dropped when it comes.
+                // The client left; its answer is dropped as it comes.
+                answer.abandon();
                 *gone = true;
                 None
             }

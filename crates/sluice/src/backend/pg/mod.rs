@@ -282,6 +282,14 @@ impl crate::mux::Splitter for Splitter {
         if buf.len() < 1 + len {
             return Ok(None);
         }
+        // COPY on a shared connection would wait for data no client sends.
+        if matches!(buf[0], b'G' | b'W' | b'H') {
+            return Err(Error::new(
+                crate::error::Kind::Desync,
+                crate::error::Side::Server,
+                "COPY on a shared connection",
+            ));
+        }
         let end = (buf[0] == msg::be::READY_FOR_QUERY).then(|| buf.get(5) == Some(&b'I'));
         Ok(Some((1 + len, end)))
     }

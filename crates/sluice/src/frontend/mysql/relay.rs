@@ -150,8 +150,11 @@ impl Relay {
                 return End::Shutdown;
             }
             if let Some(answer) = self.muxed.clone() {
-                let step = match self.io.next_answer(&answer, &mut self.client_gone).await {
-                    Some(_) if self.client_gone => Err(End::ClientLeft),
+                let done = self.io.next_answer(&answer, &mut self.client_gone).await;
+                if self.client_gone {
+                    return End::ClientLeft;
+                }
+                let step = match done {
                     Some(done) => self.answered(done).await,
                     None => Ok(()),
                 };

@@ -162,7 +162,23 @@ impl Relay {
     /// session state in it, and it sends no notification (whose sender a listener
     /// must see as this client: see relay_server::rename_sender).
     fn plain(&self, sql: &[u8]) -> bool {
-        self.shared.effects.of(sql).is_none()
+        // Statements that return rows or change rows, nothing else (no COPY, no
+        // utility commands).
+        const FIRST: [&[u8]; 7] = [
+            b"select", b"insert", b"update", b"delete", b"values", b"table", b"with",
+        ];
+        let start = sql
+            .iter()
+            .position(|b| !b.is_ascii_whitespace())
+            .unwrap_or(sql.len());
+        let end = sql[start..]
+            .iter()
+            .position(|b| !b.is_ascii_alphabetic())
+            .map_or(sql.len(), |n| start + n);
+        FIRST
+            .iter()
+            .any(|k| sql[start..end].eq_ignore_ascii_case(k))
+            && self.shared.effects.of(sql).is_none()
             && !sql.windows(6).any(|w| w.eq_ignore_ascii_case(b"notify"))
     }
 
@@ -234,6 +250,7 @@ impl Relay {
         // The unnamed statement now lives on the shared connection only.
         self.unnamed.set(&q, &types);
         self.unnamed_here = false;
+        self.unnamed_effects = None;
         Some(at)
     }
 
