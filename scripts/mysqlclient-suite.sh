@@ -134,10 +134,10 @@ run_pytest() {
             case "$v" in MYSQL* | MARIADB*) unset "$v" ;; esac
         done
         export TESTDB="$cnf"
-        export MYSQLCLIENT_SUITE_OUTCOMES="$outcomes"
+        export SUITE_OUTCOMES="$outcomes"
         export PYTHONPATH="$SCRIPT_DIR/lib" PYTHONDONTWRITEBYTECODE=1
         exec timeout --kill-after=30 "$limit" "$VENV/bin/python" -m pytest \
-            -p mysqlclient_pytest_plugin -p no:cacheprovider -q -rfEs \
+            -p outcomes_pytest_plugin -p no:cacheprovider -q -rfEs \
             --timeout="$test_limit" "$@"
     ) >"$log" 2>&1 &
     pid=$!

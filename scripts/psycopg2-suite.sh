@@ -166,10 +166,10 @@ main() {
         export PSYCOPG2_TESTDB_USER="$user"
         if [[ -n "$password" ]]; then export PSYCOPG2_TESTDB_PASSWORD="$password"; else unset PSYCOPG2_TESTDB_PASSWORD; fi
         unset PSYCOPG2_TEST_REPL_DSN PSYCOPG2_TEST_GREEN PGHOST PGPORT PGUSER PGPASSWORD PGDATABASE PGOPTIONS PGSERVICE
-        export PSYCOPG2_SUITE_OUTCOMES="$results/outcomes.tsv"
+        export SUITE_OUTCOMES="$results/outcomes.tsv"
         export PYTHONPATH="$SCRIPT_DIR/lib" PYTHONDONTWRITEBYTECODE=1
         exec timeout --kill-after=30 "$limit" "$VENV/bin/python" -m pytest tests \
-            -p psycopg2_pytest_plugin -p no:cacheprovider -q -rfE \
+            -p psycopg2_pytest_plugin -p outcomes_pytest_plugin -p no:cacheprovider -q -rfE \
             --timeout="$test_limit" "${extra[@]}"
     ) >"$results/pytest.log" 2>&1 &
     pid=$!

@@ -268,8 +268,8 @@ impl<'a> Iterator for Tokens<'a> {
 mod tests {
     use super::*;
 
-    fn words(s: &str) -> Vec<String> {
-        Tokens::new(s.as_bytes())
+    fn words_in(s: &str, dialect: Dialect) -> Vec<String> {
+        Tokens::new_in(s.as_bytes(), dialect)
             .map(|t| match t {
                 Token::Word(w) | Token::Quoted(w) | Token::Str(w) | Token::Number(w) => {
                     String::from_utf8_lossy(w).into_owned()
@@ -278,6 +278,14 @@ mod tests {
                 Token::Punct(c) => char::from(c).to_string(),
             })
             .collect()
+    }
+
+    fn words(s: &str) -> Vec<String> {
+        words_in(s, Dialect::Postgres)
+    }
+
+    fn my_words(s: &str) -> Vec<String> {
+        words_in(s, Dialect::MySql)
     }
 
     #[test]
@@ -291,18 +299,6 @@ mod tests {
             ["select", "$q$ ; $q$", ";", "E'\\''", ";"]
         );
         assert_eq!(words("\"My \"\"T\"\"\" $1"), ["My \"\"T\"\"", "$"]);
-    }
-
-    fn my_words(s: &str) -> Vec<String> {
-        Tokens::new_in(s.as_bytes(), Dialect::MySql)
-            .map(|t| match t {
-                Token::Word(w) | Token::Quoted(w) | Token::Str(w) | Token::Number(w) => {
-                    String::from_utf8_lossy(w).into_owned()
-                }
-                Token::Semicolon => ";".into(),
-                Token::Punct(c) => char::from(c).to_string(),
-            })
-            .collect()
     }
 
     #[test]

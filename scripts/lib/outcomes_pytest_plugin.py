@@ -1,13 +1,14 @@
-"""pytest plugin used by scripts/mysqlclient-suite.sh (loaded with -p).
+"""pytest plugin used by the driver suites (scripts/psycopg2-suite.sh,
+scripts/mysqlclient-suite.sh; loaded with -p).
 
-Records one final outcome per test id into the file named by the
-MYSQLCLIENT_SUITE_OUTCOMES env var, one "nodeid<TAB>outcome" line each (the
-format scripts/lib/outcomes.py reads, as for the psycopg2 suite), where
-outcome is passed, failed, skipped, xfailed or xpassed. A failure in setup or
-teardown ("error" in pytest's summary) counts as failed. A test module that
-cannot be collected (an import error) is recorded under the module's id as
-failed, or as skipped for a module-level skip (e.g. importorskip), so that a
-whole module lost through a proxy shows up in the comparison.
+Records one final outcome per test id into the file named by the SUITE_OUTCOMES
+env var, one "nodeid<TAB>outcome" line each (the format scripts/lib/outcomes.py
+reads), where outcome is passed, failed, skipped, xfailed or xpassed. A failure
+in setup or teardown ("error" in pytest's summary) counts as failed. A test
+module that cannot be collected (an import error) is recorded under the
+module's id as failed, or as skipped for a module-level skip (e.g.
+importorskip), so that a whole module lost through a proxy shows up in the
+comparison.
 """
 
 import os
@@ -50,7 +51,7 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    path = os.environ.get("MYSQLCLIENT_SUITE_OUTCOMES")
+    path = os.environ.get("SUITE_OUTCOMES")
     if not path:
         return
     tmp = path + ".tmp"
