@@ -18,5 +18,6 @@ pub mod router;
 pub mod server;
 pub mod session;
 pub mod shared;
+pub mod stmt_cache;
 pub mod stream;
 pub mod tls;

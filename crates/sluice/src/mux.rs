@@ -11,6 +11,7 @@
 
 use crate::error::Error;
 use crate::pool::{Lease, Pool, PoolConn};
+use crate::stmt_cache::StmtCache;
 use crate::stream::Stream;
 use bytes::{Buf, BytesMut};
 use parking_lot::Mutex;
@@ -26,6 +27,10 @@ use tokio::io::AsyncWrite;
 const BUSY: std::time::Duration = std::time::Duration::from_millis(5);
 /// Stop reading a shared connection while its current answer has this much unread.
 const HIGH_WATER: usize = 1 << 20;
+/// Commands queued while more than this many are in flight wait, and go in one write
+/// when the server is down to its last one: the server always has work, and Sluice
+/// writes (and the server reads) once per batch rather than once per statement.
+const IN_FLIGHT_LOW: usize = 1;
 
 /// One client statement's answer, filled by the connection's task.
 #[derive(Default)]
@@ -131,6 +136,19 @@ struct MuxState {
     cancel_key: Option<Arc<crate::cancel::ServerKey>>,
     /// When the statement running now started (as far as Sluice can tell).
     running_since: Option<std::time::Instant>,
+    /// The statements prepared on the connection (while it is shared, they live here).
+    stmts: StmtCache,
+    stmt_cap: usize,
+}
+
+/// Where a client queues its command on the shared connection chosen for it.
+pub struct Queue<'a> {
+    /// The bytes to write: the client's command, and any answerless ones it needs first.
+    pub bytes: &'a mut BytesMut,
+    /// The statements prepared on that connection.
+    pub stmts: &'a mut StmtCache,
+    /// How many statements the connection may keep prepared.
+    pub stmt_cap: usize,
 }
 
 impl Mux {
@@ -167,20 +185,48 @@ impl Mux {
         self.st.lock().cancel_key.clone()
     }
 
-    /// Queues a client's command; None when the connection is gone.
-    fn submit(&self, frame: &[u8], first: u8) -> Option<Arc<Answer>> {
+    /// Queues a client's command: `build` appends it and returns its first byte (the
+    /// one command whose answer the client awaits). None when the connection is gone.
+    fn submit<F: FnOnce(Queue<'_>) -> u8>(&self, build: F) -> Option<Arc<Answer>> {
         let mut st = self.st.lock();
         if st.dead {
             return None;
         }
         let answer = Arc::new(Answer::default());
-        st.queue.extend_from_slice(frame);
+        let st = &mut *st;
+        let first = build(Queue {
+            bytes: &mut st.queue,
+            stmts: &mut st.stmts,
+            stmt_cap: st.stmt_cap,
+        });
         st.cmds.push(first);
         st.pending.push_back(answer.clone());
         if let Some(w) = st.waker.take() {
             w.wake();
         }
         Some(answer)
+    }
+
+    /// The connection's prepared statements, and a queue for answerless commands (such
+    /// as closing a statement); None when the connection is gone.
+    pub fn with_stmts<R>(&self, f: impl FnOnce(Queue<'_>) -> R) -> Option<R> {
+        let mut st = self.st.lock();
+        if st.dead {
+            return None;
+        }
+        let st = &mut *st;
+        let before = st.queue.len();
+        let r = f(Queue {
+            bytes: &mut st.queue,
+            stmts: &mut st.stmts,
+            stmt_cap: st.stmt_cap,
+        });
+        if st.queue.len() != before
+            && let Some(w) = st.waker.take()
+        {
+            w.wake();
+        }
+        Some(r)
     }
 }
 
@@ -199,6 +245,11 @@ pub trait MuxConn: PoolConn {
     /// Whether the connection is in the state a client with session fingerprint `fp`
     /// expects (nothing set on it, not in a transaction).
     fn fits(&mut self, fp: u64) -> bool;
+    /// The statements prepared on it (where clients' prepared statements may run on a
+    /// shared connection).
+    fn stmt_cache(&mut self) -> Option<&mut StmtCache> {
+        None
+    }
 }
 
 /// Splits a server's answers, one per command written.
@@ -237,34 +288,37 @@ impl<C: MuxConn> Muxes<C> {
         self.statements.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Queues `frame` (one whole command; `first` its first payload byte) on one of the
-    /// pool's shared connections for clients with session fingerprint `fp`, opening one
-    /// if there are fewer than the cap and all are busy. None: do it the ordinary way.
-    pub fn submit(
+    /// Queues a command on one of the pool's shared connections for clients with
+    /// session fingerprint `fp`, opening one if there are fewer than the cap and all are
+    /// busy: `build` appends the command to the chosen connection's queue and returns its
+    /// first byte.
+    pub fn submit<F: FnOnce(Queue<'_>) -> u8>(
         &self,
         pool: &Arc<Pool<C>>,
         fp: u64,
-        frame: &[u8],
-        first: u8,
-    ) -> Option<(Arc<Mux>, Arc<Answer>)> {
-        let r = self.place(pool, fp, frame, first);
-        if r.is_some() {
+        build: F,
+    ) -> Result<(Arc<Mux>, Arc<Answer>), Refused> {
+        let r = self.place(pool, fp, build);
+        if r.is_ok() {
             self.statements
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         r
     }
 
-    fn place(
+    fn place<F: FnOnce(Queue<'_>) -> u8>(
         &self,
         pool: &Arc<Pool<C>>,
         fp: u64,
-        frame: &[u8],
-        first: u8,
-    ) -> Option<(Arc<Mux>, Arc<Answer>)> {
-        if pool.settings.shared == 0 || pool.has_waiters() {
-            // Others wait for a connection of their own: queue up with them.
-            return None;
+        build: F,
+    ) -> Result<(Arc<Mux>, Arc<Answer>), Refused> {
+        // At most half the pool is shared, so clients that need a connection of their
+        // own (transactions, pinned state) can have one.
+        let cap = pool.settings.shared.min(pool.settings.size / 2);
+        if cap == 0 || pool.starved(BUSY) {
+            // Clients have waited a while for a connection of their own: the shared
+            // ones drain and go back to the pool.
+            return Err(Refused::No);
         }
         let key = (Arc::as_ptr(pool) as usize, fp);
         let (best, count) = {
@@ -281,47 +335,83 @@ impl<C: MuxConn> Muxes<C> {
         // Sharing pays under concurrency only: a lone client goes the direct way.
         if best.as_ref().is_none_or(|m| m.load() == 0) {
             let (total, idle) = pool.counts();
-            if total.saturating_sub(idle).saturating_sub(count) == 0 {
-                return None;
+            if total.saturating_sub(idle).saturating_sub(count) == 0 && !pool.has_waiters() {
+                return Err(Refused::No);
             }
         }
-        // At most half the pool is shared, so clients that need a connection of their
-        // own (transactions, pinned state) can have one.
-        let cap = pool.settings.shared.min(pool.settings.size / 2);
-        if cap == 0 {
-            return None;
-        }
-        match &best {
-            Some(m) if m.load() == 0 || count >= cap => {
-                return m.submit(frame, first).map(|a| (m.clone(), a));
-            }
+        let submit = |m: Arc<Mux>, build: F| match m.submit(build) {
+            Some(a) => Ok((m, a)),
+            None => Err(Refused::No),
+        };
+        match best {
+            Some(m) if m.load() == 0 || count >= cap => return submit(m, build),
             // Every shared connection is busy with a long statement.
-            None if count >= cap => return None,
+            None if count >= cap => return Err(Refused::No),
             _ => {}
         }
         // Another shared connection, if the pool has one to spare right now.
-        let mut lease = pool.try_lease_idle()?;
-        if !lease.conn.fits(fp) {
-            lease.put_back();
-            return best.and_then(|m| m.submit(frame, first).map(|a| (m, a)));
+        match pool.try_lease_idle() {
+            Some(lease) => match self.start(pool, fp, lease) {
+                Ok(m) => submit(m, build),
+                Err(lease) => {
+                    lease.put_back();
+                    best.map_or(Err(Refused::No), |m| submit(m, build))
+                }
+            },
+            None => best.map_or(Err(Refused::WantConnection), |m| submit(m, build)),
+        }
+    }
+
+    /// Makes `lease` a shared connection of the pool for clients with fingerprint `fp`,
+    /// if there is room for one more and it fits them; otherwise hands it back.
+    pub fn start(
+        &self,
+        pool: &Arc<Pool<C>>,
+        fp: u64,
+        mut lease: Lease<C>,
+    ) -> Result<Arc<Mux>, Lease<C>> {
+        let cap = pool.settings.shared.min(pool.settings.size / 2);
+        let key = (Arc::as_ptr(pool) as usize, fp);
+        let mut map = self.map.lock();
+        let list = map.entry(key).or_default();
+        list.retain(|m| !m.st.lock().dead);
+        if list.len() >= cap || !lease.conn.fits(fp) {
+            return Err(lease);
         }
         let mux = Arc::new(Mux {
             st: Mutex::new(MuxState {
                 thread: lease.conn.thread(),
                 cancel_key: lease.conn.cancel_key(),
+                stmts: lease
+                    .conn
+                    .stmt_cache()
+                    .map(std::mem::take)
+                    .unwrap_or_default(),
+                stmt_cap: pool.settings.statement_cache,
                 ..MuxState::default()
             }),
         });
-        self.map.lock().entry(key).or_default().push(mux.clone());
+        list.push(mux.clone());
         tokio::spawn(run(mux.clone(), lease));
-        mux.submit(frame, first).map(|a| (mux, a))
+        Ok(mux)
     }
+}
+
+/// Why a command was not queued on a shared connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// It goes the ordinary way.
+    No,
+    /// There is no shared connection and no idle one to make one of: the client may
+    /// lease one the ordinary way and offer it ([`Muxes::start`]).
+    WantConnection,
 }
 
 /// Bytes of an answer's last unit handed back with it (after its header).
 const HEAD_LEN: usize = 68;
 
-/// A shared connection unused this long goes back to its pool.
+/// A shared connection unused this long goes back to its pool; sooner (after `BUSY`)
+/// when clients wait for a connection of their own.
 const IDLE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The task of one shared connection.
@@ -329,14 +419,15 @@ async fn run<C: MuxConn>(mux: Arc<Mux>, mut lease: Lease<C>) {
     let mut splitter = lease.conn.splitter();
     let mut out = BytesMut::new();
     let mut inflight: VecDeque<Arc<Answer>> = VecDeque::new();
-    let mut idle = Box::pin(tokio::time::sleep(IDLE));
+    let mut idle_since: Option<std::time::Instant> = None;
+    let mut timer = Box::pin(tokio::time::sleep(BUSY));
     let mut flush = false;
     let failure = std::future::poll_fn(|cx| {
         loop {
             let mut progressed = false;
             {
                 let mut st = mux.st.lock();
-                if !st.queue.is_empty() {
+                if !st.queue.is_empty() && inflight.len() <= IN_FLIGHT_LOW {
                     out.extend_from_slice(&st.queue);
                     st.queue.clear();
                     for c in st.cmds.drain(..) {
@@ -347,15 +438,23 @@ async fn run<C: MuxConn>(mux: Arc<Mux>, mut lease: Lease<C>) {
                         st.running_since = Some(std::time::Instant::now());
                     }
                     inflight.extend(st.pending.iter().skip(n).cloned());
-                    idle.as_mut().reset(tokio::time::Instant::now() + IDLE);
                 }
                 if inflight.is_empty() && out.is_empty() && !flush {
-                    if idle.as_mut().poll(cx).is_ready() || lease.pool().has_waiters() {
+                    let since = *idle_since.get_or_insert_with(std::time::Instant::now);
+                    let idle = since.elapsed();
+                    let pool = lease.pool();
+                    if idle >= IDLE || pool.starved(BUSY) || idle >= BUSY && pool.has_waiters() {
                         // Nothing for a while: the connection goes back to the pool.
                         st.dead = true;
                         return Poll::Ready(None);
                     }
+                    // Look again in a while.
+                    while timer.as_mut().poll(cx).is_ready() {
+                        timer.as_mut().reset(tokio::time::Instant::now() + BUSY);
+                    }
                     st.waker = Some(cx.waker().clone());
+                } else {
+                    idle_since = None;
                 }
             }
             let (stream, rbuf) = lease.conn.io();
@@ -409,7 +508,12 @@ async fn run<C: MuxConn>(mux: Arc<Mux>, mut lease: Lease<C>) {
     })
     .await;
     let Some(failure) = failure else {
-        // Idle: back to the pool, unless the server said something nobody asked for.
+        // Idle: back to the pool (with the statements prepared on it), unless the server
+        // said something nobody asked for.
+        let stmts = std::mem::take(&mut mux.st.lock().stmts);
+        if let Some(c) = lease.conn.stmt_cache() {
+            *c = stmts;
+        }
         if lease.conn.io().1.is_empty() {
             lease.put_back();
         } else {

@@ -95,8 +95,9 @@ pub struct Pool<C: PoolConn> {
     opener: Mutex<Option<Arc<C::Opener>>>,
     pub leases: AtomicU64,
     pub waits: AtomicU64,
-    /// Clients waiting for a connection right now.
+    /// Clients waiting for a connection right now, and since when there have been any.
     waiting: std::sync::atomic::AtomicUsize,
+    wait_since: Mutex<Option<Instant>>,
     /// Statements (by pool-wide hash) that a server of this pool has parsed without
     /// error: a client's Parse of one can be answered without a server connection.
     known_statements: Mutex<std::collections::HashSet<u128>>,
@@ -192,6 +193,7 @@ impl<C: PoolConn> Pool<C> {
             leases: AtomicU64::new(0),
             waits: AtomicU64::new(0),
             waiting: Default::default(),
+            wait_since: Mutex::new(None),
             known_statements: Mutex::new(Default::default()),
             welcome: Mutex::new(None),
         })
@@ -283,6 +285,12 @@ impl<C: PoolConn> Pool<C> {
         self.waiting.load(Ordering::Relaxed) > 0
     }
 
+    /// Whether clients have been waiting for a connection, without a break, for this
+    /// long.
+    pub fn starved(&self, after: Duration) -> bool {
+        self.has_waiters() && self.wait_since.lock().is_some_and(|t| t.elapsed() >= after)
+    }
+
     /// Leases an idle connection if there is one, without waiting or opening one.
     pub fn try_lease_idle(self: &Arc<Self>) -> Option<Lease<C>> {
         let (got, expired) = self.take_idle(&mut self.state.lock());
@@ -338,9 +346,13 @@ impl<C: PoolConn> Pool<C> {
                 waited = true;
                 self.waits.fetch_add(1, Ordering::Relaxed);
             }
-            self.waiting.fetch_add(1, Ordering::Relaxed);
+            if self.waiting.fetch_add(1, Ordering::Relaxed) == 0 {
+                self.wait_since.lock().get_or_insert_with(Instant::now);
+            }
             let r = tokio::time::timeout_at(deadline, notified).await;
-            self.waiting.fetch_sub(1, Ordering::Relaxed);
+            if self.waiting.fetch_sub(1, Ordering::Relaxed) == 1 {
+                *self.wait_since.lock() = None;
+            }
             if r.is_err() {
                 return Err(LoginError::Proxy(Error::new(
                     Kind::PoolTimeout,

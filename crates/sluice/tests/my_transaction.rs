@@ -418,3 +418,74 @@ async fn pipelined_statements_get_their_own_answers() {
     sleeper.await.unwrap();
     h.shutdown(Duration::from_secs(5)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_statements_share_a_pipelined_connection() {
+    let db = mariadb();
+    let h = sluice(&config_text(&db, 4, "10s", "")).await;
+    let a = addr(&h, "tx");
+    let mut setup = connect(a).await;
+    setup
+        .query_drop("CREATE TABLE kv (k INT PRIMARY KEY, v VARCHAR(20))")
+        .await
+        .unwrap();
+    setup
+        .query_drop("CREATE TABLE gone (k INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    for i in 0..50 {
+        setup
+            .exec_drop("INSERT INTO kv VALUES (?, ?)", (i, format!("v{i}")))
+            .await
+            .unwrap();
+    }
+    // A client holding a transaction: the others' statements go to a shared connection
+    // even when only one of them runs at a time.
+    let mut holder = connect(a).await;
+    holder.query_drop("BEGIN").await.unwrap();
+    // Prepared on the connection the client held then; its table disappears before
+    // the statement runs on the shared connection, where it is prepared anew: the
+    // client gets the server's error, and its session goes on.
+    let mut x = connect(a).await;
+    let doomed = x.prep("SELECT k FROM gone WHERE k = ?").await.unwrap();
+    setup.query_drop("DROP TABLE gone").await.unwrap();
+    let before = h.shared.mysql.muxes.statements();
+    let e = x.exec_drop(&doomed, (1,)).await.unwrap_err();
+    assert!(e.to_string().contains("gone"), "{e}");
+    let one: Option<i64> = x.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+    assert!(h.shared.mysql.muxes.statements() > before);
+    let mut tasks = Vec::new();
+    for t in 0..10u64 {
+        tasks.push(tokio::spawn(async move {
+            let mut c = connect(a).await;
+            let get = c.prep("SELECT v FROM kv WHERE k = ?").await.unwrap();
+            let add = c.prep("SELECT ? + ?").await.unwrap();
+            for i in 0..100u64 {
+                let k = (i * 7 + t) % 50;
+                // Half the clients bind the key as a string: the same statement with
+                // other parameter types.
+                let v: Option<String> = if t % 2 == 0 {
+                    c.exec_first(&get, (k,)).await.unwrap()
+                } else {
+                    c.exec_first(&get, (k.to_string(),)).await.unwrap()
+                };
+                assert_eq!(v, Some(format!("v{k}")));
+                let n: Option<u64> = c.exec_first(&add, (t, i)).await.unwrap();
+                assert_eq!(n, Some(t + i));
+            }
+            c.disconnect().await.unwrap();
+        }));
+    }
+    let shared_before = h.shared.mysql.muxes.statements();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let shared = h.shared.mysql.muxes.statements() - shared_before;
+    assert!(
+        shared > 1000,
+        "only {shared} of 2000 executes were pipelined"
+    );
+    holder.query_drop("COMMIT").await.unwrap();
+    h.shutdown(Duration::from_secs(5)).await;
+}

@@ -141,19 +141,26 @@ impl Pump {
     }
 
     /// While the client's statement runs on a shared connection: moves its answer to the
-    /// client as it comes, and serves the client socket. Returns when the answer is
+    /// client (or to `sink`, for an answer Sluice reads itself) as it comes, and serves
+    /// the client socket. Returns when the answer is
     /// complete (Some) or something else happened (None; `gone` is set when the client
     /// left, `shutting_down` when Sluice is stopping).
     pub async fn next_answer(
         &mut self,
         answer: &crate::mux::Answer,
+        mut sink: Option<&mut BytesMut>,
         gone: &mut bool,
     ) -> Option<Result<Vec<u8>, crate::error::Error>> {
         // What the client sends meanwhile waits in its buffer, up to a bound.
         self.pause_client = self.cbuf.len() >= HIGH_WATER;
         let got = std::future::poll_fn(|cx| {
-            if self.to_client.len() < HIGH_WATER
-                && let Poll::Ready(d) = answer.poll_take(cx, &mut self.to_client)
+            let target = match sink.as_deref_mut() {
+                Some(s) => Some(s),
+                None if self.to_client.len() < HIGH_WATER => Some(&mut self.to_client),
+                None => None,
+            };
+            if let Some(target) = target
+                && let Poll::Ready(d) = answer.poll_take(cx, target)
             {
                 return Poll::Ready(Ok(d));
             }

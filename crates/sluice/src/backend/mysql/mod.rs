@@ -14,64 +14,6 @@ use sluice_wire_mysql::{consts, packet, resp};
 use std::sync::Arc;
 use tokio::io::AsyncReadExt;
 
-/// A statement prepared on one server connection.
-#[derive(Debug, Clone, Copy)]
-pub struct ServerStmt {
-    /// The server's statement id.
-    pub id: u32,
-    /// The server has been sent its parameter types.
-    pub typed: bool,
-    stamp: u64,
-}
-
-/// The statements prepared on a connection by Sluice for transaction-mode clients, by a
-/// hash of their text; least recently used first out.
-#[derive(Debug, Default)]
-pub struct ServerStmts {
-    map: std::collections::HashMap<u128, ServerStmt>,
-    clock: u64,
-}
-
-impl ServerStmts {
-    pub fn get(&mut self, hash: u128) -> Option<ServerStmt> {
-        self.clock += 1;
-        let clock = self.clock;
-        self.map.get_mut(&hash).map(|s| {
-            s.stamp = clock;
-            *s
-        })
-    }
-
-    pub fn get_mut(&mut self, hash: u128) -> Option<&mut ServerStmt> {
-        self.map.get_mut(&hash)
-    }
-
-    pub fn insert(&mut self, hash: u128, id: u32) {
-        self.clock += 1;
-        self.map.insert(
-            hash,
-            ServerStmt {
-                id,
-                typed: false,
-                stamp: self.clock,
-            },
-        );
-    }
-
-    /// Makes room for one more within `cap`: returns the server id to close, if any.
-    pub fn make_room(&mut self, cap: usize) -> Option<u32> {
-        if self.map.len() < cap.max(1) {
-            return None;
-        }
-        let (&h, _) = self.map.iter().min_by_key(|(_, s)| s.stamp)?;
-        self.map.remove(&h).map(|s| s.id)
-    }
-
-    pub fn clear(&mut self) {
-        self.map.clear();
-    }
-}
-
 pub struct ServerConn {
     pub stream: Stream,
     /// Bytes read from the server not yet handled; they belong to this connection.
@@ -89,7 +31,7 @@ pub struct ServerConn {
     /// statement text, as in the session ledger.
     pub applied: std::collections::BTreeMap<String, String>,
     /// Statements Sluice prepared here for transaction-mode clients.
-    pub stmts: ServerStmts,
+    pub stmts: crate::stmt_cache::StmtCache,
     pub stamps: crate::pool::Stamps,
     pub max_message: usize,
 }
@@ -287,6 +229,10 @@ impl crate::mux::MuxConn for ServerConn {
 
     fn thread(&self) -> u32 {
         self.id
+    }
+
+    fn stmt_cache(&mut self) -> Option<&mut crate::stmt_cache::StmtCache> {
+        Some(&mut self.stmts)
     }
 
     fn fits(&mut self, _fp: u64) -> bool {

@@ -5,6 +5,7 @@
 mod auth;
 mod kill;
 mod login;
+mod muxed;
 mod passthrough;
 mod relay;
 mod rsa;

@@ -73,6 +73,8 @@ pub(super) struct Relay {
     pub(super) tracker: Tracker,
     /// The answer to the client's statement, coming from a shared connection.
     pub(super) muxed: Option<Arc<crate::mux::Answer>>,
+    /// That answer is to Sluice's prepare of the statement there.
+    pub(super) preparing: Option<super::muxed::Preparing>,
     /// The client went away while its answer was on its way.
     client_gone: bool,
     /// Clients whose connection a KILL of ours is aimed at, oldest first.
@@ -98,12 +100,12 @@ pub(super) struct Relay {
     s_forward: bool,
     incoming: Incoming,
     /// The next physical packet from the client / server continues a split one.
-    c_cont: bool,
+    pub(super) c_cont: bool,
     s_cont: bool,
     /// Bytes of the client's current logical packet so far (for the size cap).
-    c_logical: usize,
+    pub(super) c_logical: usize,
     /// Sequence id of the client's last packet (Sluice's own answers follow it).
-    c_seq: u8,
+    pub(super) c_seq: u8,
     /// Status flags of the last complete answer.
     status: u16,
 }
@@ -115,6 +117,7 @@ pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
         origins: VecDeque::new(),
         kills: VecDeque::new(),
         muxed: None,
+        preparing: None,
         client_gone: false,
         ledger: Ledger::default(),
         stmts: Default::default(),
@@ -150,7 +153,11 @@ impl Relay {
                 return End::Shutdown;
             }
             if let Some(answer) = self.muxed.clone() {
-                let done = self.io.next_answer(&answer, &mut self.client_gone).await;
+                let sink = self.preparing.as_mut().map(|p| &mut p.answer);
+                let done = self
+                    .io
+                    .next_answer(&answer, sink, &mut self.client_gone)
+                    .await;
                 if self.client_gone {
                     return End::ClientLeft;
                 }
@@ -200,22 +207,6 @@ impl Relay {
         }
     }
 
-    /// The shared connection's answer to the client's statement is complete.
-    async fn answered(&mut self, done: Result<Vec<u8>, Error>) -> Result<(), End> {
-        self.muxed = None;
-        self.s.kill.set_muxed(None);
-        self.blocked = false;
-        let head = done.map_err(End::Failed)?;
-        let head = head.get(4..).unwrap_or_default();
-        if head.first() == Some(&0) {
-            let id = super::state::last_insert_id(head);
-            if id != 0 {
-                self.last_insert = Some(id);
-            }
-        }
-        self.on_client().await
-    }
-
     /// No request of this client is being served and no packet is half through.
     fn idle(&self) -> bool {
         self.muxed.is_none()
@@ -253,7 +244,7 @@ impl Relay {
     }
 
     /// Handles every complete physical packet the client sent.
-    async fn on_client(&mut self) -> Result<(), End> {
+    pub(super) async fn on_client(&mut self) -> Result<(), End> {
         while let Some((len, seq)) = packet::header(&self.io.cbuf) {
             if self.blocked {
                 return Ok(());
@@ -346,11 +337,13 @@ impl Relay {
             Kill::Server(sql) => Some(sql),
         };
         let tx = self.s.mode == PoolMode::Transaction;
-        if tx && let Some((mux, answer)) = self.try_mux(len).await {
-            self.s.kill.set_muxed(Some((mux, answer.clone())));
-            self.muxed = Some(answer);
-            self.blocked = true;
-            return Ok(Cmd::Consumed);
+        let mut offer = false;
+        if tx {
+            match self.try_mux(cmd, len) {
+                super::muxed::Sharing::Queued(c) => return Ok(c),
+                super::muxed::Sharing::WantConnection => offer = kill.is_none(),
+                super::muxed::Sharing::No => {}
+            }
         }
         let effects = if tx {
             self.hold_once = false;
@@ -383,6 +376,14 @@ impl Relay {
                     packet::write_packet(&mut self.io.to_client, &mut s, &err);
                     return Ok(Cmd::Consumed);
                 }
+            }
+            if offer && let Some(c) = self.offer_lease(cmd, len) {
+                return Ok(c);
+            }
+            if self.s.lease.is_none() {
+                // The connection went to the shared ones, and the command could not
+                // follow it: take another.
+                return Box::pin(self.command(len, seq)).await;
             }
         }
         if let Some(sql) = kill {
@@ -562,38 +563,6 @@ impl Relay {
             // Mid-request, the connection's state is unknown.
             _ => lease.discard(),
         }
-    }
-}
-
-impl Relay {
-    /// Queues a plain statement of a client that holds and changed nothing on a shared
-    /// server connection.
-    async fn try_mux(&mut self, len: usize) -> Option<super::kill::Muxed> {
-        let payload = &self.io.cbuf[4..4 + len];
-        let reads_id = self.last_insert.is_some()
-            && ["last_insert_id", "LAST_INSERT_ID", "identity", "IDENTITY"]
-                .iter()
-                .any(|w| memchr::memmem::find(payload, w.as_bytes()).is_some());
-        let clean = self.ledger.sets.is_empty()
-            && !self.ledger.is_pinned()
-            && !self.hold_once
-            && !reads_id
-            && self.origins.is_empty()
-            && !self.io.shutting_down;
-        let plain = clean
-            && self.s.lease.is_none()
-            && payload.first() == Some(&consts::COM_QUERY)
-            && len < 64 * 1024
-            && sluice_sql::surely_plain_in(&payload[1..], sluice_sql::Dialect::MySql)
-            && self.shared.my_effects.of(&payload[1..]).is_none();
-        if !plain {
-            return None;
-        }
-        let frame = &self.io.cbuf[..4 + len];
-        self.shared
-            .mysql
-            .muxes
-            .submit(&self.s.pool, 0, frame, consts::COM_QUERY)
     }
 }
 

@@ -35,10 +35,7 @@ impl Relay {
         if cmd != consts::COM_QUERY && cmd != consts::COM_STMT_PREPARE {
             return;
         }
-        let reads = ["last_insert_id", "LAST_INSERT_ID", "identity", "IDENTITY"]
-            .iter()
-            .any(|w| memchr::memmem::find(payload, w.as_bytes()).is_some());
-        if reads {
+        if reads_last_insert_id(payload) {
             self.inject(
                 format!("SELECT LAST_INSERT_ID({id})").as_bytes(),
                 consts::COM_QUERY,
@@ -148,4 +145,11 @@ pub(super) fn last_insert_id(ok: &[u8]) -> u64 {
         .and_then(|_| r.lenenc())
         .and_then(|_| r.lenenc())
         .unwrap_or(0)
+}
+
+/// Whether a statement may read LAST_INSERT_ID() (or @@identity).
+pub(super) fn reads_last_insert_id(sql: &[u8]) -> bool {
+    ["last_insert_id", "LAST_INSERT_ID", "identity", "IDENTITY"]
+        .iter()
+        .any(|w| memchr::memmem::find(sql, w.as_bytes()).is_some())
 }

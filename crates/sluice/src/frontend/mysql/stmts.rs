@@ -1,9 +1,12 @@
 //! Prepared statements in transaction mode. A client's statement ids are Sluice's own
 //! (virtual); each server connection keeps the statements it has prepared, by a hash of
 //! their text, under the server's ids. A COM_STMT_EXECUTE (and SEND_LONG_DATA, RESET,
-//! FETCH) goes to whatever connection the client holds: the statement is prepared there
-//! first if needed (the command waits for that answer), the id is rewritten, and when the
-//! client relies on parameter types it sent to another connection, they are spliced in.
+//! FETCH) goes to whatever connection the client holds, or, for a plain statement of a
+//! client that holds none, to a shared connection: the statement is prepared there first
+//! if needed (the command waits for that answer), the id is rewritten, and when the
+//! client relies on parameter types it sent before (to whichever connection), its own
+//! types are spliced in: a connection's idea of a statement's types may be another
+//! client's.
 
 use super::queue_err;
 use super::relay::{Cmd, End, Origin, Relay};
@@ -22,6 +25,10 @@ pub(super) struct ClientStmt {
     pub types: Option<Vec<u8>>,
     /// An execute opened a cursor on the connection held now.
     pub cursor: bool,
+    /// Its executes may run on a shared connection: one statement with no effect on the
+    /// session; `reads_id`: it reads LAST_INSERT_ID().
+    pub plain: bool,
+    pub reads_id: bool,
 }
 
 #[derive(Default)]
@@ -50,6 +57,10 @@ impl Relay {
         let Some(vid) = super::state::stmt_id(payload) else {
             return Ok(Cmd::Forward);
         };
+        if cmd == consts::COM_STMT_SEND_LONG_DATA {
+            // The data waits on this connection for the execute.
+            self.hold_once = true;
+        }
         if cmd == consts::COM_STMT_CLOSE {
             if self.stmts.map.remove(&vid).is_some_and(|s| s.cursor) {
                 self.update_cursor_pin();
@@ -78,35 +89,29 @@ impl Relay {
         let Some(lease) = self.s.lease.as_mut() else {
             return Ok(Cmd::Forward);
         };
-        let Some(server) = lease.conn.stmts.get(h) else {
+        let Some(sid) = lease.conn.stmts.get(h) else {
             // Prepare it here first; this command waits for the answer.
             let cap = lease.pool().settings.statement_cache;
-            let mut p = Vec::with_capacity(sql.len() + 1);
-            p.push(consts::COM_STMT_PREPARE);
-            p.extend_from_slice(&sql);
             if let Some(old) = lease.conn.stmts.make_room(cap) {
-                let mut c = vec![consts::COM_STMT_CLOSE];
-                c.extend_from_slice(&old.to_le_bytes());
-                let mut seq = 0;
-                packet::write_packet(&mut self.io.to_server, &mut seq, &c);
+                self.io.to_server.extend_from_slice(&close_packet(old));
             }
             if self.tracker.expect(consts::COM_STMT_PREPARE) {
                 self.origins.push_back(Origin::InjectedPrepare { hash: h });
             }
-            let mut seq = 0;
-            packet::write_packet(&mut self.io.to_server, &mut seq, &p);
+            prepare_packet(&mut self.io.to_server, &sql);
             return Ok(Cmd::Blocked);
         };
-        let (sid, typed) = (server.id, server.typed);
-        let payload = &self.io.cbuf[4..4 + len];
-        let mut out = payload.to_vec();
-        out[1..5].copy_from_slice(&sid.to_le_bytes());
-        if cmd == consts::COM_STMT_EXECUTE {
-            out = self.execute_packet(vid, out, typed, len)?;
-            if let Some(s) = self.s.lease.as_mut().and_then(|l| l.conn.stmts.get_mut(h)) {
-                s.typed |= self.stmts.map.get(&vid).is_some_and(|c| c.types.is_some());
-            }
-        }
+        let out = if cmd == consts::COM_STMT_EXECUTE {
+            self.note_execute(vid, len)?;
+            let Some(st) = self.stmts.map.get(&vid) else {
+                return Ok(Cmd::Consumed);
+            };
+            execute_payload(st, &self.io.cbuf[4..4 + len], sid)
+        } else {
+            let mut out = self.io.cbuf[4..4 + len].to_vec();
+            out[1..5].copy_from_slice(&sid.to_le_bytes());
+            out
+        };
         if cmd == consts::COM_STMT_RESET
             && let Some(st) = self.stmts.map.get_mut(&vid)
             && st.cursor
@@ -118,61 +123,55 @@ impl Relay {
             self.origins
                 .push_back(Origin::Client { cmd, effects: None });
         }
-        let mut seq = 0;
-        packet::write_packet(&mut self.io.to_server, &mut seq, &out);
+        if len == packet::MAX_PAYLOAD && out.len() == len {
+            // The first part of a split packet: the rest follows from the client as is.
+            let l = len.to_le_bytes();
+            self.io.to_server.extend_from_slice(&[l[0], l[1], l[2], 0]);
+            self.io.to_server.extend_from_slice(&out);
+            self.c_cont = true;
+            self.c_logical = len;
+            self.c_seq = 0;
+        } else {
+            let mut seq = 0;
+            packet::write_packet(&mut self.io.to_server, &mut seq, &out);
+        }
         Ok(Cmd::Consumed)
     }
 
-    /// Fixes up a COM_STMT_EXECUTE: records the parameter types it carries, or splices
-    /// in the ones the connection has not seen; notes a cursor.
-    fn execute_packet(
-        &mut self,
-        vid: u32,
-        mut out: Vec<u8>,
-        typed: bool,
-        len: usize,
-    ) -> Result<Vec<u8>, End> {
+    /// Notes what a COM_STMT_EXECUTE (`len` payload bytes at the start of the client
+    /// buffer) tells: the parameter types it carries, a cursor it opens.
+    pub(super) fn note_execute(&mut self, vid: u32, len: usize) -> Result<(), End> {
+        let payload = &self.io.cbuf[4..4 + len];
         let Some(st) = self.stmts.map.get_mut(&vid) else {
-            return Ok(out);
+            return Ok(());
         };
-        let flags = out.get(5).copied().unwrap_or(0);
+        let flags = payload.get(5).copied().unwrap_or(0);
         if flags & consts::CURSOR_TYPE_READ_ONLY != 0 && !st.cursor {
             st.cursor = true;
             self.ledger
                 .set_pin(PinReason::HoldCursor, true, &self.shared.pins);
         }
-        let st = match self.stmts.map.get_mut(&vid) {
-            Some(s) => s,
-            None => return Ok(out),
-        };
         if st.params == 0 {
-            return Ok(out);
+            return Ok(());
         }
         let bound_at = 10 + usize::from(st.params).div_ceil(8);
-        let types_len = 2 * usize::from(st.params);
-        match out.get(bound_at) {
+        match payload.get(bound_at) {
             Some(1) => {
-                if let Some(t) = out.get(bound_at + 1..bound_at + 1 + types_len) {
+                let types_len = 2 * usize::from(st.params);
+                if let Some(t) = payload.get(bound_at + 1..bound_at + 1 + types_len) {
                     st.types = Some(t.to_vec());
                 }
             }
-            Some(0) if !typed => {
-                let Some(types) = st.types.clone() else {
-                    return Ok(out);
-                };
-                if len >= packet::MAX_PAYLOAD {
-                    return Err(End::Failed(crate::error::Error::new(
-                        crate::error::Kind::Unsupported,
-                        crate::error::Side::Client,
-                        "a 16 MiB+ COM_STMT_EXECUTE without parameter types cannot move to another server connection",
-                    )));
-                }
-                out[bound_at] = 1;
-                out.splice(bound_at + 1..bound_at + 1, types);
+            Some(0) if st.types.is_some() && len >= packet::MAX_PAYLOAD => {
+                return Err(End::Failed(crate::error::Error::new(
+                    crate::error::Kind::Unsupported,
+                    crate::error::Side::Client,
+                    "a 16 MiB+ COM_STMT_EXECUTE without parameter types cannot move to another server connection",
+                )));
             }
             _ => {}
         }
-        Ok(out)
+        Ok(())
     }
 
     fn update_cursor_pin(&mut self) {
@@ -190,19 +189,22 @@ impl Relay {
         if let Some(l) = self.s.lease.as_mut() {
             let cap = l.pool().settings.statement_cache;
             if let Some(old) = l.conn.stmts.make_room(cap) {
-                let mut c = vec![consts::COM_STMT_CLOSE];
-                c.extend_from_slice(&old.to_le_bytes());
-                let mut seq = 0;
-                packet::write_packet(&mut self.io.to_server, &mut seq, &c);
+                self.io.to_server.extend_from_slice(&close_packet(old));
             }
-            l.conn.stmts.insert(hash, p.statement_id);
+            if let Some(old) = l.conn.stmts.insert(hash, p.statement_id) {
+                self.io.to_server.extend_from_slice(&close_packet(old));
+            }
         }
+        let plain = sluice_sql::surely_plain_in(&sql, sluice_sql::Dialect::MySql)
+            && self.shared.my_effects.of(&sql).is_none();
         let vid = self.stmts.add(ClientStmt {
             hash,
+            reads_id: super::state::reads_last_insert_id(&sql),
             sql,
             params: p.params,
             types: None,
             cursor: false,
+            plain,
         });
         // Header (4 bytes), then 0x00, then the statement id.
         if let Some(id) = self.io.to_client.get_mut(at + 5..at + 9) {
@@ -212,8 +214,10 @@ impl Relay {
 
     /// Sluice's own COM_STMT_PREPARE succeeded: the waiting command can go.
     pub(super) fn injected_prepared(&mut self, hash: u128) {
-        if let (Some(p), Some(l)) = (self.tracker.last_prepare(), self.s.lease.as_mut()) {
-            l.conn.stmts.insert(hash, p.statement_id);
+        if let (Some(p), Some(l)) = (self.tracker.last_prepare(), self.s.lease.as_mut())
+            && let Some(old) = l.conn.stmts.insert(hash, p.statement_id)
+        {
+            self.io.to_server.extend_from_slice(&close_packet(old));
         }
     }
 }
@@ -221,4 +225,38 @@ impl Relay {
 /// The text of a COM_STMT_PREPARE whose packet (`len` payload bytes) starts `cbuf`.
 pub(super) fn prepare_text(cbuf: &[u8], len: usize) -> Bytes {
     Bytes::copy_from_slice(cbuf.get(5..4 + len).unwrap_or_default())
+}
+
+/// A COM_STMT_EXECUTE for the server: the client's `payload` with the server's statement
+/// id, and the client's own parameter types where it sends none.
+pub(super) fn execute_payload(st: &ClientStmt, payload: &[u8], id: u32) -> Vec<u8> {
+    let mut out = payload.to_vec();
+    if let Some(i) = out.get_mut(1..5) {
+        i.copy_from_slice(&id.to_le_bytes());
+    }
+    if st.params == 0 {
+        return out;
+    }
+    let bound_at = 10 + usize::from(st.params).div_ceil(8);
+    if let (Some(0), Some(types)) = (out.get(bound_at), &st.types) {
+        out[bound_at] = 1;
+        out.splice(bound_at + 1..bound_at + 1, types.iter().copied());
+    }
+    out
+}
+
+/// A COM_STMT_CLOSE packet (no answer comes).
+pub(super) fn close_packet(id: u32) -> [u8; 9] {
+    let mut p = [5, 0, 0, 0, consts::COM_STMT_CLOSE, 0, 0, 0, 0];
+    p[5..].copy_from_slice(&id.to_le_bytes());
+    p
+}
+
+/// Appends a COM_STMT_PREPARE packet for `sql`.
+pub(super) fn prepare_packet(out: &mut bytes::BytesMut, sql: &[u8]) {
+    let mut p = Vec::with_capacity(sql.len() + 1);
+    p.push(consts::COM_STMT_PREPARE);
+    p.extend_from_slice(sql);
+    let mut seq = 0;
+    packet::write_packet(out, &mut seq, &p);
 }

@@ -181,7 +181,10 @@ impl Relay {
                 return End::Shutdown;
             }
             if let Some(answer) = self.muxed.clone() {
-                let done = self.io.next_answer(&answer, &mut self.client_gone).await;
+                let done = self
+                    .io
+                    .next_answer(&answer, None, &mut self.client_gone)
+                    .await;
                 if self.client_gone {
                     return End::ClientLeft;
                 }

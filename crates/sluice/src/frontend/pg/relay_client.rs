@@ -257,8 +257,11 @@ impl Relay {
     /// Sends `frames` to a shared connection; the client waits for the answer.
     fn share(&mut self, frames: &[u8], first: u8) -> bool {
         let fp = self.s.params_fingerprint();
-        let Some((mux, answer)) = self.shared.pg_muxes.submit(&self.s.pool, fp, frames, first)
-        else {
+        let queued = self.shared.pg_muxes.submit(&self.s.pool, fp, |q| {
+            q.bytes.extend_from_slice(frames);
+            first
+        });
+        let Ok((mux, answer)) = queued else {
             return false;
         };
         if let Some(key) = mux.cancel_key() {
