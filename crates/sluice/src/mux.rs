@@ -136,6 +136,8 @@ struct MuxState {
     cancel_key: Option<Arc<crate::cancel::ServerKey>>,
     /// When the statement running now started (as far as Sluice can tell).
     running_since: Option<std::time::Instant>,
+    /// A statement changed the connection's session state: it is closed when idle.
+    retired: bool,
     /// The statements prepared on the connection (while it is shared, they live here).
     stmts: StmtCache,
     stmt_cap: usize,
@@ -257,9 +259,22 @@ pub trait Splitter: Send + 'static {
     /// A command was written; `first` is its first payload byte.
     fn expect(&mut self, first: u8);
     /// The next complete unit (packet, message) at the start of `buf`: its length, and
-    /// whether it ends the current answer: Some(clean) where `clean` says the connection
-    /// is still outside any transaction.
-    fn unit(&mut self, buf: &[u8]) -> Result<Option<(usize, Option<bool>)>, Error>;
+    /// whether it ends the current answer: Some(how) where `how` says in what state it
+    /// leaves the connection.
+    fn unit(&mut self, buf: &[u8]) -> Result<Option<(usize, Option<Ended>)>, Error>;
+}
+
+/// The state an answer leaves a shared connection in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// As before: no transaction, no session state.
+    Clean,
+    /// In a transaction (the statement opened one): the connection cannot be shared.
+    InTransaction,
+    /// The server reports a change of session state (a function set a variable, say):
+    /// the connection takes no more statements and is closed once it has answered the
+    /// ones it has, so that no other client sees the change.
+    StateChanged,
 }
 
 /// Shared connections by pool (its address) and client session fingerprint.
@@ -440,6 +455,9 @@ async fn run<C: MuxConn>(mux: Arc<Mux>, mut lease: Lease<C>) {
                     inflight.extend(st.pending.iter().skip(n).cloned());
                 }
                 if inflight.is_empty() && out.is_empty() && !flush {
+                    if st.retired {
+                        return Poll::Ready(None);
+                    }
                     let since = *idle_since.get_or_insert_with(std::time::Instant::now);
                     let idle = since.elapsed();
                     let pool = lease.pool();
@@ -507,6 +525,14 @@ async fn run<C: MuxConn>(mux: Arc<Mux>, mut lease: Lease<C>) {
         }
     })
     .await;
+    if failure.is_none() && mux.st.lock().retired {
+        tracing::info!(
+            server = lease.conn.thread(),
+            "closing a shared server connection: a statement changed its session state"
+        );
+        lease.discard();
+        return;
+    }
     let Some(failure) = failure else {
         // Idle: back to the pool (with the statements prepared on it), unless the server
         // said something nobody asked for.
@@ -542,13 +568,18 @@ fn split<S: Splitter>(
     let mut pos = 0;
     while let Some((len, end)) = splitter.unit(&rbuf[pos..])? {
         let unit_end = pos + len;
-        if let Some(clean) = end {
+        if let Some(ended) = end {
             if let Some(a) = inflight.front() {
                 a.push(&rbuf[start..unit_end]);
             }
             start = unit_end;
             let head = rbuf[pos..unit_end.min(pos + HEAD_LEN)].to_vec();
-            if !clean {
+            if ended == Ended::StateChanged {
+                let mut st = mux.st.lock();
+                st.dead = true;
+                st.retired = true;
+            }
+            if ended == Ended::InTransaction {
                 // The answer is sent, but the client must not believe it is in a
                 // transaction on a connection that is about to close.
                 return Err(Error::new(

@@ -489,3 +489,63 @@ async fn prepared_statements_share_a_pipelined_connection() {
     holder.query_drop("COMMIT").await.unwrap();
     h.shutdown(Duration::from_secs(5)).await;
 }
+
+/// Session state changed where Sluice cannot see it (inside a stored function), reported
+/// by the server's session tracking: the client keeps its connection, and a shared
+/// connection it happened on is closed rather than handed to others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_reported_state_changes_pin() {
+    let db = mariadb();
+    let h = sluice(&config_text(&db, 6, "5s", "")).await;
+    let a = addr(&h, "tx");
+    let mut setup = connect(a).await;
+    setup
+        .query_drop(
+            "CREATE FUNCTION hide() RETURNS INT NO SQL \
+             BEGIN SET time_zone = '+05:00'; RETURN 1; END",
+        )
+        .await
+        .unwrap();
+    setup
+        .query_drop("CREATE FUNCTION peek() RETURNS VARCHAR(20) NO SQL RETURN @@time_zone")
+        .await
+        .unwrap();
+    setup.disconnect().await.unwrap();
+    let track = sluice_wire_mysql::consts::CLIENT_SESSION_TRACK;
+    let login = || RawMy::login_with(a, APP_USER, APP_PW, track);
+    // On a connection of its own: the client is pinned. (z logs in first: the pool
+    // hands out the most recently returned connection, so z's BEGIN below takes the
+    // one x used, if x gave it back.)
+    let mut z = login().await;
+    let mut x = login().await;
+    assert_eq!(x.query_value("SELECT hide()").await.as_deref(), Some("1"));
+    z.query_value("BEGIN").await;
+    assert_eq!(
+        x.query_value("SELECT peek()").await.as_deref(),
+        Some("+05:00")
+    );
+    assert_eq!(
+        z.query_value("SELECT peek()").await.as_deref(),
+        Some("SYSTEM")
+    );
+    z.query_value("COMMIT").await;
+    // On a shared connection (another client holds one, so statements are shared even
+    // one at a time): the connection is closed after its answers.
+    let mut holder = login().await;
+    holder.query_value("BEGIN").await;
+    let before = h.shared.mysql.muxes.statements();
+    let mut w = login().await;
+    assert_eq!(w.query_value("SELECT hide()").await.as_deref(), Some("1"));
+    assert!(h.shared.mysql.muxes.statements() > before, "not shared");
+    let mut y = login().await;
+    for _ in 0..20 {
+        assert_eq!(
+            y.query_value("SELECT peek()").await.as_deref(),
+            Some("SYSTEM")
+        );
+        assert_eq!(y.query_value("SELECT 2").await.as_deref(), Some("2"));
+    }
+    holder.query_value("COMMIT").await;
+    assert!(x.ping_ok().await && w.ping_ok().await);
+    h.shutdown(Duration::from_secs(5)).await;
+}

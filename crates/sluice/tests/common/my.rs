@@ -94,6 +94,11 @@ pub struct RawMy {
 impl RawMy {
     /// Connects and logs in with mysql_native_password (the greeting's scramble).
     pub async fn login(a: SocketAddr, user: &str, pw: &str) -> RawMy {
+        Self::login_with(a, user, pw, 0).await
+    }
+
+    /// [`RawMy::login`] asking for `extra` capabilities too.
+    pub async fn login_with(a: SocketAddr, user: &str, pw: &str, extra: u64) -> RawMy {
         use sluice_wire_mysql::consts::*;
         use sluice_wire_mysql::handshake::{HandshakeResponse41, HandshakeV10};
         let s = tokio::net::TcpStream::connect(a).await.unwrap();
@@ -110,7 +115,8 @@ impl RawMy {
             | CLIENT_TRANSACTIONS
             | CLIENT_MULTI_RESULTS
             | CLIENT_LOCAL_FILES
-            | CLIENT_CONNECT_WITH_DB;
+            | CLIENT_CONNECT_WITH_DB
+            | extra;
         let resp = HandshakeResponse41 {
             capabilities: caps & hs.capabilities,
             max_packet: 1 << 24,
@@ -175,6 +181,34 @@ impl RawMy {
         let code = u16::from_le_bytes([p[1], p[2]]);
         let msg = String::from_utf8_lossy(&p[9..]).into_owned();
         (seq, code, msg)
+    }
+
+    /// Runs a text query: the first column of its first row (None for NULL, no rows
+    /// or an OK).
+    pub async fn query_value(&mut self, sql: &str) -> Option<String> {
+        let mut p = vec![0x03];
+        p.extend_from_slice(sql.as_bytes());
+        self.send(0, &p).await;
+        let (_, first) = self.read().await.expect("answer");
+        assert_ne!(first[0], 0xff, "{sql}: {}", String::from_utf8_lossy(&first));
+        if first[0] == 0 {
+            return None;
+        }
+        let eof = |p: &[u8]| p[0] == 0xfe && p.len() < 9;
+        while !eof(&self.read().await.expect("column").1) {}
+        let mut value = None;
+        let mut first_row = true;
+        loop {
+            let (_, row) = self.read().await.expect("row");
+            if eof(&row) {
+                return value;
+            }
+            if std::mem::take(&mut first_row) && row[0] != 0xfb {
+                // A short length-encoded string.
+                let n = usize::from(row[0]);
+                value = Some(String::from_utf8_lossy(&row[1..1 + n]).into_owned());
+            }
+        }
     }
 
     /// COM_PING answered with OK.

@@ -170,7 +170,7 @@ pub async fn login(op: &Opener) -> std::result::Result<(ServerConn, HandshakeV10
         packet::write_packet(&mut out, &mut seq, &reply);
         write_all_flush(&mut stream, &out).await?;
     }
-    let conn = ServerConn {
+    let mut conn = ServerConn {
         stream,
         rbuf,
         addr: Arc::from(t.addr()),
@@ -182,7 +182,9 @@ pub async fn login(op: &Opener) -> std::result::Result<(ServerConn, HandshakeV10
         stmts: Default::default(),
         stamps: crate::pool::Stamps::now(),
         max_message: t.max_message,
+        tracks_state: false,
     };
+    conn.track_state().await?;
     Ok((conn, hs))
 }
 

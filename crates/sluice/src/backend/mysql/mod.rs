@@ -14,6 +14,9 @@ use sluice_wire_mysql::{consts, packet, resp};
 use std::sync::Arc;
 use tokio::io::AsyncReadExt;
 
+/// The COM_QUERY that turns on reports of every session state change.
+pub const TRACK_STATE: &[u8] = b"\x03SET SESSION session_track_state_change = ON";
+
 pub struct ServerConn {
     pub stream: Stream,
     /// Bytes read from the server not yet handled; they belong to this connection.
@@ -34,6 +37,8 @@ pub struct ServerConn {
     pub stmts: crate::stmt_cache::StmtCache,
     pub stamps: crate::pool::Stamps,
     pub max_message: usize,
+    /// The server reports every change of session state (see `track_state`).
+    pub tracks_state: bool,
 }
 
 impl ServerConn {
@@ -65,6 +70,17 @@ impl ServerConn {
         }
     }
 
+    /// Where the server tracks session state for Sluice (CLIENT_SESSION_TRACK agreed at
+    /// login), asks it to report every change of it (user variables, temporary tables,
+    /// variables set where Sluice cannot see it), so that no change goes unnoticed.
+    /// Servers without the setting keep their default tracking.
+    pub async fn track_state(&mut self) -> Result<()> {
+        if self.caps & consts::CLIENT_SESSION_TRACK != 0 {
+            self.tracks_state = self.command(TRACK_STATE).await?.is_ok();
+        }
+        Ok(())
+    }
+
     /// Brings the connection back to a clean state: COM_RESET_CONNECTION (which also
     /// rolls back), then the login database again.
     pub async fn reset(&mut self) -> Result<()> {
@@ -84,6 +100,7 @@ impl ServerConn {
                 return Err(failed("COM_INIT_DB", &e));
             }
         }
+        self.track_state().await?;
         self.applied.clear();
         self.stmts.clear();
         Ok(())
@@ -180,7 +197,8 @@ impl crate::mux::Splitter for Splitter {
         self.tracker.expect(first);
     }
 
-    fn unit(&mut self, buf: &[u8]) -> Result<Option<(usize, Option<bool>)>> {
+    fn unit(&mut self, buf: &[u8]) -> Result<Option<(usize, Option<crate::mux::Ended>)>> {
+        use crate::mux::Ended;
         use sluice_wire_mysql::track::{HEAD_LEN, Step};
         let Some((len, _)) = packet::header(buf) else {
             return Ok(None);
@@ -196,10 +214,18 @@ impl crate::mux::Splitter for Splitter {
         match self.tracker.on_packet(head, len) {
             Ok(Step::Done { ok, status, .. }) => {
                 // An ERR carries no status: only OK and EOF tell.
-                let clean = !ok
-                    || (status & consts::SERVER_STATUS_IN_TRANS == 0
-                        && status & consts::SERVER_STATUS_AUTOCOMMIT != 0);
-                Ok(Some((4 + len, Some(clean))))
+                let end = if !ok {
+                    Ended::Clean
+                } else if status & consts::SERVER_STATUS_IN_TRANS != 0
+                    || status & consts::SERVER_STATUS_AUTOCOMMIT == 0
+                {
+                    Ended::InTransaction
+                } else if status & consts::SERVER_SESSION_STATE_CHANGED != 0 {
+                    Ended::StateChanged
+                } else {
+                    Ended::Clean
+                };
+                Ok(Some((4 + len, Some(end))))
             }
             Ok(Step::More) => Ok(Some((4 + len, None))),
             Ok(_) | Err(_) => Err(Error::new(

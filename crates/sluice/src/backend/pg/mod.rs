@@ -262,12 +262,16 @@ impl crate::pool::PoolConn for ServerConn {
 }
 
 /// Splits a PostgreSQL server's answers to simple queries: each ends with ReadyForQuery.
-pub struct Splitter;
+#[derive(Default)]
+pub struct Splitter {
+    /// The answer so far reported a changed parameter (ParameterStatus).
+    param_changed: bool,
+}
 
 impl crate::mux::Splitter for Splitter {
     fn expect(&mut self, _first: u8) {}
 
-    fn unit(&mut self, buf: &[u8]) -> Result<Option<(usize, Option<bool>)>> {
+    fn unit(&mut self, buf: &[u8]) -> Result<Option<(usize, Option<crate::mux::Ended>)>> {
         let Some(len) = buf.get(1..5) else {
             return Ok(None);
         };
@@ -290,8 +294,21 @@ impl crate::mux::Splitter for Splitter {
                 "COPY on a shared connection",
             ));
         }
-        let end = (buf[0] == msg::be::READY_FOR_QUERY).then(|| buf.get(5) == Some(&b'I'));
-        Ok(Some((1 + len, end)))
+        use crate::mux::Ended;
+        if buf[0] == msg::be::PARAMETER_STATUS {
+            self.param_changed = true;
+        }
+        if buf[0] != msg::be::READY_FOR_QUERY {
+            return Ok(Some((1 + len, None)));
+        }
+        let end = if buf.get(5) != Some(&b'I') {
+            Ended::InTransaction
+        } else if std::mem::take(&mut self.param_changed) {
+            Ended::StateChanged
+        } else {
+            Ended::Clean
+        };
+        Ok(Some((1 + len, Some(end))))
     }
 }
 
@@ -299,7 +316,7 @@ impl crate::mux::MuxConn for ServerConn {
     type Splitter = Splitter;
 
     fn splitter(&self) -> Splitter {
-        Splitter
+        Splitter::default()
     }
 
     fn io(&mut self) -> (&mut Stream, &mut BytesMut) {

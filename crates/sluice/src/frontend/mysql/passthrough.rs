@@ -105,7 +105,7 @@ pub(super) async fn authenticate(
     )
     .await?;
 
-    let conn = ServerConn {
+    let mut conn = ServerConn {
         stream: server,
         rbuf: sbuf,
         addr: Arc::from(target.addr()),
@@ -117,7 +117,10 @@ pub(super) async fn authenticate(
         stmts: Default::default(),
         stamps: crate::pool::Stamps::now(),
         max_message: max,
+        tracks_state: false,
     };
+    // A failure here shows on the connection's first use.
+    let _ = conn.track_state().await;
     let hello_charset = hello.charset;
     Some((c, conn, user, database, client_caps, hello_charset, hs, id))
 }

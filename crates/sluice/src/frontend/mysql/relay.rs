@@ -107,7 +107,7 @@ pub(super) struct Relay {
     /// Sequence id of the client's last packet (Sluice's own answers follow it).
     pub(super) c_seq: u8,
     /// Status flags of the last complete answer.
-    status: u16,
+    pub(super) status: u16,
 }
 
 pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {

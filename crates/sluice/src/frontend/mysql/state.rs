@@ -76,6 +76,10 @@ impl Relay {
             if !conn.database.is_empty() {
                 cmds.push((consts::COM_INIT_DB, conn.database.as_bytes().to_vec()));
             }
+            if conn.tracks_state {
+                let track = crate::backend::mysql::TRACK_STATE;
+                cmds.push((consts::COM_QUERY, track[1..].to_vec()));
+            }
             conn.applied.clear();
             conn.stmts.clear();
         }
@@ -109,6 +113,18 @@ impl Relay {
                 l.conn.applied.clear();
                 l.conn.stmts.clear();
             }
+        }
+        // The server reports a change of session state no effect Sluice knows of
+        // explains (a function or procedure set something): the client keeps the
+        // connection.
+        if self.s.mode == sluice_config::PoolMode::Transaction
+            && cmd != consts::COM_RESET_CONNECTION
+            && self.status & consts::SERVER_SESSION_STATE_CHANGED != 0
+            && effects
+                .as_deref()
+                .is_none_or(|e| e.iter().all(|x| *x == Effect::None))
+        {
+            self.ledger.apply(&Effect::Opaque, false, &self.shared.pins);
         }
         // LAST_INSERT_ID() lives on the connection: remember it for the client.
         if head.first() == Some(&0) {
