@@ -52,8 +52,11 @@ async fn cancel_in_transaction_mode() {
     let c = app(a).await;
     let other = app(a).await;
     let token = c.cancel_token();
-    // Nothing running: a cancel is harmless.
+    // Nothing running: a cancel is harmless. (The server's postmaster signals the idle
+    // backend after answering: give the signal time to land before the next query, or
+    // PostgreSQL itself may apply it to that query, through Sluice or not.)
     token.cancel_query(tokio_postgres::NoTls).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(
         c.query_one("select 1", &[]).await.unwrap().get::<_, i32>(0),
         1

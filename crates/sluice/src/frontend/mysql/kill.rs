@@ -4,7 +4,9 @@
 //! nothing else); a client holding none has no query to kill, and KILL CONNECTION then
 //! closes its socket. Ids Sluice does not know go to the server unchanged.
 
+use super::queue_err;
 use parking_lot::Mutex;
+use sluice_wire_mysql::{consts, packet};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -152,6 +154,80 @@ pub fn parse_kill(sql: &[u8]) -> Option<(bool, u32)> {
         || (toks.len() == i + 2 && toks.get(i + 1) == Some(&sluice_sql::Token::Semicolon));
     let id = std::str::from_utf8(n).ok()?.parse().ok()?;
     rest_ok.then_some((connection, id))
+}
+
+/// What to do with a KILL.
+pub(super) enum Kill {
+    /// Not a KILL, or not of a Sluice client: the server decides.
+    NotOurs,
+    /// Sluice answered it.
+    Answered,
+    /// Run this instead (the target's server connection).
+    Server(String),
+}
+
+impl super::relay::Relay {
+    /// A KILL naming one of Sluice's clients, mapped to the server connection it uses.
+    pub(super) fn kill_target(&mut self, cmd: u8, len: usize) -> Kill {
+        let payload = &self.io.cbuf[4..4 + len];
+        let asked = match cmd {
+            consts::COM_PROCESS_KILL => super::state::stmt_id(payload).map(|id| (true, id)),
+            consts::COM_QUERY => {
+                let sql = &payload[1..];
+                let first = sql.iter().find(|b| !b.is_ascii_whitespace());
+                if matches!(first, Some(b'k' | b'K')) {
+                    parse_kill(sql)
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        };
+        let Some((connection, id)) = asked else {
+            return Kill::NotOurs;
+        };
+        let Some(target) = self.shared.mysql.clients.get(id) else {
+            return Kill::NotOurs;
+        };
+        if target.user != self.s.kill.entry.user {
+            let msg = format!("You are not owner of thread {id}");
+            queue_err(&mut self.io.to_client, 1, 1095, "HY000", &msg);
+            return Kill::Answered;
+        }
+        if let Some((mux, answer)) = target.muxed() {
+            // On a shared connection: only its statement may be stopped, and only while
+            // it is the one running; KILL CONNECTION closes the client alone.
+            if connection {
+                target.close();
+            } else if mux.running(&answer) {
+                self.kills.push_back(None);
+                return Kill::Server(format!("KILL QUERY {}", mux.thread()));
+            }
+            return self.kill_answered();
+        }
+        match target.aim() {
+            Some(t) => {
+                let what = if connection { "CONNECTION" } else { "QUERY" };
+                self.kills.push_back(Some(target));
+                Kill::Server(format!("KILL {what} {t}"))
+            }
+            None => {
+                if connection {
+                    target.close();
+                }
+                self.kill_answered()
+            }
+        }
+    }
+
+    /// Answers a KILL with OK.
+    fn kill_answered(&mut self) -> Kill {
+        let mut ok = Vec::new();
+        sluice_wire_mysql::resp::encode_ok(&mut ok, self.s.caps, 0, 0, self.status, 0, b"");
+        let mut seq = 1;
+        packet::write_packet(&mut self.io.to_client, &mut seq, &ok);
+        Kill::Answered
+    }
 }
 
 #[cfg(test)]

@@ -307,6 +307,8 @@ impl Relay {
     async fn command(&mut self, len: usize, seq: u8) -> Result<Cmd, End> {
         let cmd = self.io.cbuf.get(4).copied();
         let answer_seq = seq.wrapping_add(1);
+        // Sluice's own answers (errors) follow this packet.
+        self.c_seq = seq;
         if seq != 0 {
             queue_err(
                 &mut self.io.to_client,
@@ -332,9 +334,9 @@ impl Relay {
             return Ok(Cmd::Consumed);
         };
         let kill = match self.kill_target(cmd, len) {
-            Kill::NotOurs => None,
-            Kill::Answered => return Ok(Cmd::Consumed),
-            Kill::Server(sql) => Some(sql),
+            super::kill::Kill::NotOurs => None,
+            super::kill::Kill::Answered => return Ok(Cmd::Consumed),
+            super::kill::Kill::Server(sql) => Some(sql),
         };
         let tx = self.s.mode == PoolMode::Transaction;
         let mut offer = false;
@@ -563,80 +565,6 @@ impl Relay {
             // Mid-request, the connection's state is unknown.
             _ => lease.discard(),
         }
-    }
-}
-
-/// What to do with a KILL.
-enum Kill {
-    /// Not a KILL, or not of a Sluice client: the server decides.
-    NotOurs,
-    /// Sluice answered it.
-    Answered,
-    /// Run this instead (the target's server connection).
-    Server(String),
-}
-
-impl Relay {
-    /// A KILL naming one of Sluice's clients, mapped to the server connection it uses.
-    fn kill_target(&mut self, cmd: u8, len: usize) -> Kill {
-        let payload = &self.io.cbuf[4..4 + len];
-        let asked = match cmd {
-            consts::COM_PROCESS_KILL => super::state::stmt_id(payload).map(|id| (true, id)),
-            consts::COM_QUERY => {
-                let sql = &payload[1..];
-                let first = sql.iter().find(|b| !b.is_ascii_whitespace());
-                if matches!(first, Some(b'k' | b'K')) {
-                    super::kill::parse_kill(sql)
-                } else {
-                    None
-                }
-            }
-            _ => None,
-        };
-        let Some((connection, id)) = asked else {
-            return Kill::NotOurs;
-        };
-        let Some(target) = self.shared.mysql.clients.get(id) else {
-            return Kill::NotOurs;
-        };
-        if target.user != self.s.kill.entry.user {
-            let msg = format!("You are not owner of thread {id}");
-            queue_err(&mut self.io.to_client, 1, 1095, "HY000", &msg);
-            return Kill::Answered;
-        }
-        if let Some((mux, answer)) = target.muxed() {
-            // On a shared connection: only its statement may be stopped, and only while
-            // it is the one running; KILL CONNECTION closes the client alone.
-            if connection {
-                target.close();
-            } else if mux.running(&answer) {
-                self.kills.push_back(None);
-                return Kill::Server(format!("KILL QUERY {}", mux.thread()));
-            }
-            return self.kill_answered();
-        }
-        match target.aim() {
-            Some(t) => {
-                let what = if connection { "CONNECTION" } else { "QUERY" };
-                self.kills.push_back(Some(target));
-                Kill::Server(format!("KILL {what} {t}"))
-            }
-            None => {
-                if connection {
-                    target.close();
-                }
-                self.kill_answered()
-            }
-        }
-    }
-
-    /// Answers a KILL with OK.
-    fn kill_answered(&mut self) -> Kill {
-        let mut ok = Vec::new();
-        sluice_wire_mysql::resp::encode_ok(&mut ok, self.s.caps, 0, 0, self.status, 0, b"");
-        let mut seq = 1;
-        packet::write_packet(&mut self.io.to_client, &mut seq, &ok);
-        Kill::Answered
     }
 }
 

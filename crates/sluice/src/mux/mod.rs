@@ -9,18 +9,20 @@
 //! before it, but nothing queues behind a statement that has run for more than a few
 //! milliseconds.
 
+mod answer;
+mod task;
+
+pub use answer::Answer;
+
 use crate::error::Error;
 use crate::pool::{Lease, Pool, PoolConn};
 use crate::stmt_cache::StmtCache;
 use crate::stream::Stream;
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
-use tokio::io::AsyncWrite;
+use std::task::Waker;
 
 /// A statement queues behind a shared connection only while the one running there has
 /// run for less than this.
@@ -31,92 +33,6 @@ const HIGH_WATER: usize = 1 << 20;
 /// when the server is down to its last one: the server always has work, and Sluice
 /// writes (and the server reads) once per batch rather than once per statement.
 const IN_FLIGHT_LOW: usize = 1;
-
-/// One client statement's answer, filled by the connection's task.
-#[derive(Default)]
-pub struct Answer {
-    st: Mutex<AnswerState>,
-}
-
-#[derive(Default)]
-struct AnswerState {
-    buf: BytesMut,
-    /// Set when the answer is complete: Ok(first bytes of its last packet) or the
-    /// connection's failure.
-    done: Option<Result<Vec<u8>, Error>>,
-    waker: Option<Waker>,
-    /// The connection's task, waiting for the client to take what is there.
-    producer: Option<Waker>,
-    /// The client is gone: what arrives is dropped.
-    abandoned: bool,
-}
-
-impl Answer {
-    /// Moves what has arrived into `out`; Ready(Some(..)) once the answer is complete.
-    pub fn poll_take(
-        &self,
-        cx: &mut Context<'_>,
-        out: &mut BytesMut,
-    ) -> Poll<Option<Result<Vec<u8>, Error>>> {
-        let mut st = self.st.lock();
-        let had = !st.buf.is_empty();
-        if had {
-            out.extend_from_slice(&st.buf);
-            st.buf.clear();
-            if let Some(w) = st.producer.take() {
-                w.wake();
-            }
-        }
-        if let Some(d) = st.done.take() {
-            return Poll::Ready(Some(d));
-        }
-        if had {
-            return Poll::Ready(None);
-        }
-        st.waker = Some(cx.waker().clone());
-        Poll::Pending
-    }
-
-    /// The client left: drop what arrives from now on.
-    pub fn abandon(&self) {
-        let mut st = self.st.lock();
-        st.abandoned = true;
-        st.buf = BytesMut::new();
-        if let Some(w) = st.producer.take() {
-            w.wake();
-        }
-    }
-
-    fn push(&self, bytes: &[u8]) {
-        let mut st = self.st.lock();
-        if st.abandoned {
-            return;
-        }
-        st.buf.extend_from_slice(bytes);
-        if let Some(w) = st.waker.take() {
-            w.wake();
-        }
-    }
-
-    fn finish(&self, r: Result<Vec<u8>, Error>) {
-        let mut st = self.st.lock();
-        st.done = Some(r);
-        if let Some(w) = st.waker.take() {
-            w.wake();
-        }
-    }
-
-    /// Whether the client has this much not yet taken; if so, `producer` is woken when
-    /// it takes it.
-    fn full(&self, producer: &Waker) -> bool {
-        let mut st = self.st.lock();
-        if st.abandoned || st.buf.len() < HIGH_WATER {
-            return false;
-        }
-        st.producer = Some(producer.clone());
-        true
-    }
-}
 
 /// A shared server connection, as clients see it.
 pub struct Mux {
@@ -407,7 +323,7 @@ impl<C: MuxConn> Muxes<C> {
             }),
         });
         list.push(mux.clone());
-        tokio::spawn(run(mux.clone(), lease));
+        tokio::spawn(task::run(mux.clone(), lease));
         Ok(mux)
     }
 }
@@ -420,189 +336,4 @@ pub enum Refused {
     /// There is no shared connection and no idle one to make one of: the client may
     /// lease one the ordinary way and offer it ([`Muxes::start`]).
     WantConnection,
-}
-
-/// Bytes of an answer's last unit handed back with it (after its header).
-const HEAD_LEN: usize = 68;
-
-/// A shared connection unused this long goes back to its pool; sooner (after `BUSY`)
-/// when clients wait for a connection of their own.
-const IDLE: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// The task of one shared connection.
-async fn run<C: MuxConn>(mux: Arc<Mux>, mut lease: Lease<C>) {
-    let mut splitter = lease.conn.splitter();
-    let mut out = BytesMut::new();
-    let mut inflight: VecDeque<Arc<Answer>> = VecDeque::new();
-    let mut idle_since: Option<std::time::Instant> = None;
-    let mut timer = Box::pin(tokio::time::sleep(BUSY));
-    let mut flush = false;
-    let failure = std::future::poll_fn(|cx| {
-        loop {
-            let mut progressed = false;
-            {
-                let mut st = mux.st.lock();
-                if !st.queue.is_empty() && inflight.len() <= IN_FLIGHT_LOW {
-                    out.extend_from_slice(&st.queue);
-                    st.queue.clear();
-                    for c in st.cmds.drain(..) {
-                        splitter.expect(c);
-                    }
-                    let n = inflight.len();
-                    if n == 0 {
-                        st.running_since = Some(std::time::Instant::now());
-                    }
-                    inflight.extend(st.pending.iter().skip(n).cloned());
-                }
-                if inflight.is_empty() && out.is_empty() && !flush {
-                    if st.retired {
-                        return Poll::Ready(None);
-                    }
-                    let since = *idle_since.get_or_insert_with(std::time::Instant::now);
-                    let idle = since.elapsed();
-                    let pool = lease.pool();
-                    if idle >= IDLE || pool.starved(BUSY) || idle >= BUSY && pool.has_waiters() {
-                        // Nothing for a while: the connection goes back to the pool.
-                        st.dead = true;
-                        return Poll::Ready(None);
-                    }
-                    // Look again in a while.
-                    while timer.as_mut().poll(cx).is_ready() {
-                        timer.as_mut().reset(tokio::time::Instant::now() + BUSY);
-                    }
-                    st.waker = Some(cx.waker().clone());
-                } else {
-                    idle_since = None;
-                }
-            }
-            let (stream, rbuf) = lease.conn.io();
-            if !out.is_empty() {
-                match Pin::new(&mut *stream).poll_write(cx, &out) {
-                    Poll::Ready(Ok(n)) => {
-                        out.advance(n);
-                        progressed = true;
-                        // TLS may keep records back until flushed.
-                        flush = stream.is_tls();
-                    }
-                    Poll::Ready(Err(e)) => {
-                        return Poll::Ready(Some(Error::server_gone(e.to_string())));
-                    }
-                    Poll::Pending => {}
-                }
-            } else if flush {
-                match Pin::new(&mut *stream).poll_flush(cx) {
-                    Poll::Ready(Ok(())) => flush = false,
-                    Poll::Ready(Err(e)) => {
-                        return Poll::Ready(Some(Error::server_gone(e.to_string())));
-                    }
-                    Poll::Pending => {}
-                }
-            }
-            let full = inflight.front().is_some_and(|a| a.full(cx.waker()));
-            if !inflight.is_empty() && !full {
-                if rbuf.capacity() - rbuf.len() < 1024 {
-                    rbuf.reserve(16 * 1024);
-                }
-                match tokio_util::io::poll_read_buf(Pin::new(&mut *stream), cx, rbuf) {
-                    Poll::Ready(Ok(0)) => {
-                        return Poll::Ready(Some(Error::server_gone(
-                            "Lost connection to server during query",
-                        )));
-                    }
-                    Poll::Ready(Ok(_)) => progressed = true,
-                    Poll::Ready(Err(e)) => {
-                        return Poll::Ready(Some(Error::server_gone(e.to_string())));
-                    }
-                    Poll::Pending => {}
-                }
-            }
-            if let Err(e) = split(rbuf, &mut splitter, &mut inflight, &mux) {
-                return Poll::Ready(Some(e));
-            }
-            if !progressed {
-                return Poll::Pending;
-            }
-        }
-    })
-    .await;
-    if failure.is_none() && mux.st.lock().retired {
-        tracing::info!(
-            server = lease.conn.thread(),
-            "closing a shared server connection: a statement changed its session state"
-        );
-        lease.discard();
-        return;
-    }
-    let Some(failure) = failure else {
-        // Idle: back to the pool (with the statements prepared on it), unless the server
-        // said something nobody asked for.
-        let stmts = std::mem::take(&mut mux.st.lock().stmts);
-        if let Some(c) = lease.conn.stmt_cache() {
-            *c = stmts;
-        }
-        if lease.conn.io().1.is_empty() {
-            lease.put_back();
-        } else {
-            lease.discard();
-        }
-        return;
-    };
-    tracing::info!(server = lease.conn.thread(), error = %failure, "shared server connection lost");
-    let mut st = mux.st.lock();
-    st.dead = true;
-    for a in st.pending.drain(..) {
-        a.finish(Err(failure.clone()));
-    }
-    drop(st);
-    lease.discard();
-}
-
-/// Hands each complete unit to the answer it belongs to.
-fn split<S: Splitter>(
-    rbuf: &mut BytesMut,
-    splitter: &mut S,
-    inflight: &mut VecDeque<Arc<Answer>>,
-    mux: &Mux,
-) -> Result<(), Error> {
-    let mut start = 0;
-    let mut pos = 0;
-    while let Some((len, end)) = splitter.unit(&rbuf[pos..])? {
-        let unit_end = pos + len;
-        if let Some(ended) = end {
-            if let Some(a) = inflight.front() {
-                a.push(&rbuf[start..unit_end]);
-            }
-            start = unit_end;
-            let head = rbuf[pos..unit_end.min(pos + HEAD_LEN)].to_vec();
-            if ended == Ended::StateChanged {
-                let mut st = mux.st.lock();
-                st.dead = true;
-                st.retired = true;
-            }
-            if ended == Ended::InTransaction {
-                // The answer is sent, but the client must not believe it is in a
-                // transaction on a connection that is about to close.
-                return Err(Error::new(
-                    crate::error::Kind::Desync,
-                    crate::error::Side::Server,
-                    "a shared connection was left in a transaction",
-                ));
-            }
-            if let Some(a) = inflight.pop_front() {
-                let mut st = mux.st.lock();
-                st.pending.pop_front();
-                st.running_since = Some(std::time::Instant::now());
-                drop(st);
-                a.finish(Ok(head));
-            }
-        }
-        pos = unit_end;
-    }
-    if pos > start
-        && let Some(a) = inflight.front()
-    {
-        a.push(&rbuf[start..pos]);
-    }
-    rbuf.advance(pos);
-    Ok(())
 }

@@ -1,0 +1,94 @@
+//! One client statement's answer on a shared connection: the connection's task fills
+//! it, the client's task takes it, each waking the other.
+
+use super::HIGH_WATER;
+use crate::error::Error;
+use bytes::BytesMut;
+use parking_lot::Mutex;
+use std::task::{Context, Poll, Waker};
+
+/// One client statement's answer, filled by the connection's task.
+#[derive(Default)]
+pub struct Answer {
+    st: Mutex<AnswerState>,
+}
+
+#[derive(Default)]
+struct AnswerState {
+    buf: BytesMut,
+    /// Set when the answer is complete: Ok(first bytes of its last packet) or the
+    /// connection's failure.
+    done: Option<Result<Vec<u8>, Error>>,
+    waker: Option<Waker>,
+    /// The connection's task, waiting for the client to take what is there.
+    producer: Option<Waker>,
+    /// The client is gone: what arrives is dropped.
+    abandoned: bool,
+}
+
+impl Answer {
+    /// Moves what has arrived into `out`; Ready(Some(..)) once the answer is complete.
+    pub fn poll_take(
+        &self,
+        cx: &mut Context<'_>,
+        out: &mut BytesMut,
+    ) -> Poll<Option<Result<Vec<u8>, Error>>> {
+        let mut st = self.st.lock();
+        let had = !st.buf.is_empty();
+        if had {
+            out.extend_from_slice(&st.buf);
+            st.buf.clear();
+            if let Some(w) = st.producer.take() {
+                w.wake();
+            }
+        }
+        if let Some(d) = st.done.take() {
+            return Poll::Ready(Some(d));
+        }
+        if had {
+            return Poll::Ready(None);
+        }
+        st.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    /// The client left: drop what arrives from now on.
+    pub fn abandon(&self) {
+        let mut st = self.st.lock();
+        st.abandoned = true;
+        st.buf = BytesMut::new();
+        if let Some(w) = st.producer.take() {
+            w.wake();
+        }
+    }
+
+    pub(super) fn push(&self, bytes: &[u8]) {
+        let mut st = self.st.lock();
+        if st.abandoned {
+            return;
+        }
+        st.buf.extend_from_slice(bytes);
+        if let Some(w) = st.waker.take() {
+            w.wake();
+        }
+    }
+
+    pub(super) fn finish(&self, r: Result<Vec<u8>, Error>) {
+        let mut st = self.st.lock();
+        st.done = Some(r);
+        if let Some(w) = st.waker.take() {
+            w.wake();
+        }
+    }
+
+    /// Whether the client has this much not yet taken; if so, `producer` is woken when
+    /// it takes it.
+    pub(super) fn full(&self, producer: &Waker) -> bool {
+        let mut st = self.st.lock();
+        if st.abandoned || st.buf.len() < HIGH_WATER {
+            return false;
+        }
+        st.producer = Some(producer.clone());
+        true
+    }
+}

@@ -1,0 +1,216 @@
+//! The task of one shared connection: writes what clients queued, in batches, and hands
+//! each answer, unit by unit, to the client it belongs to.
+
+use super::{Answer, BUSY, Ended, IN_FLIGHT_LOW, Mux, MuxConn, Splitter};
+use crate::error::Error;
+use crate::pool::Lease;
+use bytes::{Buf, BytesMut};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+use tokio::io::AsyncWrite;
+
+/// Bytes of an answer's last unit handed back with it (after its header).
+const HEAD_LEN: usize = 68;
+
+/// A shared connection unused this long goes back to its pool; sooner (after `BUSY`)
+/// when clients wait for a connection of their own.
+const IDLE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The task of one shared connection.
+pub(super) async fn run<C: MuxConn>(mux: Arc<Mux>, mut lease: Lease<C>) {
+    // However the task ends (even by a bug's panic), no client waits for an answer that
+    // will not come.
+    let _guard = TaskGone(mux.clone());
+    let mut splitter = lease.conn.splitter();
+    let mut out = BytesMut::new();
+    let mut inflight: VecDeque<Arc<Answer>> = VecDeque::new();
+    let mut idle_since: Option<std::time::Instant> = None;
+    let mut timer = Box::pin(tokio::time::sleep(BUSY));
+    let mut flush = false;
+    let failure = std::future::poll_fn(|cx| {
+        loop {
+            let mut progressed = false;
+            {
+                let mut st = mux.st.lock();
+                if !st.queue.is_empty() && inflight.len() <= IN_FLIGHT_LOW {
+                    out.extend_from_slice(&st.queue);
+                    st.queue.clear();
+                    for c in st.cmds.drain(..) {
+                        splitter.expect(c);
+                    }
+                    let n = inflight.len();
+                    if n == 0 {
+                        st.running_since = Some(std::time::Instant::now());
+                    }
+                    inflight.extend(st.pending.iter().skip(n).cloned());
+                }
+                if inflight.is_empty() && out.is_empty() && !flush {
+                    if st.retired {
+                        return Poll::Ready(None);
+                    }
+                    let since = *idle_since.get_or_insert_with(std::time::Instant::now);
+                    let idle = since.elapsed();
+                    let pool = lease.pool();
+                    if idle >= IDLE || pool.starved(BUSY) || idle >= BUSY && pool.has_waiters() {
+                        // Nothing for a while: the connection goes back to the pool.
+                        st.dead = true;
+                        return Poll::Ready(None);
+                    }
+                    // Look again in a while.
+                    while timer.as_mut().poll(cx).is_ready() {
+                        timer.as_mut().reset(tokio::time::Instant::now() + BUSY);
+                    }
+                    st.waker = Some(cx.waker().clone());
+                } else {
+                    idle_since = None;
+                }
+            }
+            let (stream, rbuf) = lease.conn.io();
+            if !out.is_empty() {
+                match Pin::new(&mut *stream).poll_write(cx, &out) {
+                    Poll::Ready(Ok(n)) => {
+                        out.advance(n);
+                        progressed = true;
+                        // TLS may keep records back until flushed.
+                        flush = stream.is_tls();
+                    }
+                    Poll::Ready(Err(e)) => {
+                        return Poll::Ready(Some(Error::server_gone(e.to_string())));
+                    }
+                    Poll::Pending => {}
+                }
+            } else if flush {
+                match Pin::new(&mut *stream).poll_flush(cx) {
+                    Poll::Ready(Ok(())) => flush = false,
+                    Poll::Ready(Err(e)) => {
+                        return Poll::Ready(Some(Error::server_gone(e.to_string())));
+                    }
+                    Poll::Pending => {}
+                }
+            }
+            let full = inflight.front().is_some_and(|a| a.full(cx.waker()));
+            if !inflight.is_empty() && !full {
+                if rbuf.capacity() - rbuf.len() < 1024 {
+                    rbuf.reserve(16 * 1024);
+                }
+                match tokio_util::io::poll_read_buf(Pin::new(&mut *stream), cx, rbuf) {
+                    Poll::Ready(Ok(0)) => {
+                        return Poll::Ready(Some(Error::server_gone(
+                            "Lost connection to server during query",
+                        )));
+                    }
+                    Poll::Ready(Ok(_)) => progressed = true,
+                    Poll::Ready(Err(e)) => {
+                        return Poll::Ready(Some(Error::server_gone(e.to_string())));
+                    }
+                    Poll::Pending => {}
+                }
+            }
+            if let Err(e) = split(rbuf, &mut splitter, &mut inflight, &mux) {
+                return Poll::Ready(Some(e));
+            }
+            if !progressed {
+                return Poll::Pending;
+            }
+        }
+    })
+    .await;
+    if failure.is_none() && mux.st.lock().retired {
+        tracing::info!(
+            server = lease.conn.thread(),
+            "closing a shared server connection: a statement changed its session state"
+        );
+        lease.discard();
+        return;
+    }
+    let Some(failure) = failure else {
+        // Idle: back to the pool (with the statements prepared on it), unless the server
+        // said something nobody asked for.
+        let stmts = std::mem::take(&mut mux.st.lock().stmts);
+        if let Some(c) = lease.conn.stmt_cache() {
+            *c = stmts;
+        }
+        if lease.conn.io().1.is_empty() {
+            lease.put_back();
+        } else {
+            lease.discard();
+        }
+        return;
+    };
+    tracing::info!(server = lease.conn.thread(), error = %failure, "shared server connection lost");
+    let mut st = mux.st.lock();
+    st.dead = true;
+    for a in st.pending.drain(..) {
+        a.finish(Err(failure.clone()));
+    }
+    drop(st);
+    lease.discard();
+}
+
+/// Fails whatever is still pending on a shared connection whose task is gone.
+struct TaskGone(Arc<Mux>);
+
+impl Drop for TaskGone {
+    fn drop(&mut self) {
+        let mut st = self.0.st.lock();
+        st.dead = true;
+        for a in st.pending.drain(..) {
+            a.finish(Err(Error::server_gone(
+                "the shared server connection's task ended",
+            )));
+        }
+    }
+}
+
+/// Hands each complete unit to the answer it belongs to.
+fn split<S: Splitter>(
+    rbuf: &mut BytesMut,
+    splitter: &mut S,
+    inflight: &mut VecDeque<Arc<Answer>>,
+    mux: &Mux,
+) -> Result<(), Error> {
+    let mut start = 0;
+    let mut pos = 0;
+    while let Some((len, end)) = splitter.unit(&rbuf[pos..])? {
+        let unit_end = pos + len;
+        if let Some(ended) = end {
+            if let Some(a) = inflight.front() {
+                a.push(&rbuf[start..unit_end]);
+            }
+            start = unit_end;
+            let head = rbuf[pos..unit_end.min(pos + HEAD_LEN)].to_vec();
+            if ended == Ended::StateChanged {
+                let mut st = mux.st.lock();
+                st.dead = true;
+                st.retired = true;
+            }
+            if ended == Ended::InTransaction {
+                // The answer is sent, but the client must not believe it is in a
+                // transaction on a connection that is about to close.
+                return Err(Error::new(
+                    crate::error::Kind::Desync,
+                    crate::error::Side::Server,
+                    "a shared connection was left in a transaction",
+                ));
+            }
+            if let Some(a) = inflight.pop_front() {
+                let mut st = mux.st.lock();
+                st.pending.pop_front();
+                st.running_since = Some(std::time::Instant::now());
+                drop(st);
+                a.finish(Ok(head));
+            }
+        }
+        pos = unit_end;
+    }
+    if pos > start
+        && let Some(a) = inflight.front()
+    {
+        a.push(&rbuf[start..pos]);
+    }
+    rbuf.advance(pos);
+    Ok(())
+}
