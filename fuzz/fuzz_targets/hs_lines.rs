@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_wire_hs::{Value, decode, encode, line_end, tokens};
+use sluice_wire_hs::{Value, decode, encode, line, line_end, tokens};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&max, data)) = data.split_first() else {
@@ -16,6 +16,8 @@ fuzz_target!(|data: &[u8]| {
         match line_end(rest, max) {
             Ok(Some(end)) => {
                 assert!(end <= max && rest[end] == b'\n');
+                let content = line(rest, end);
+                assert!(content.len() == end || content.len() + 1 == end);
                 let line = &rest[..end];
                 let mut joined = Vec::new();
                 for (i, raw) in tokens(line).enumerate() {

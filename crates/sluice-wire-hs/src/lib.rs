@@ -23,13 +23,23 @@ pub struct LineTooLong {
 }
 
 /// Where the first complete line in `buf` ends: the index of its LF. None while the line
-/// is incomplete; an error once `max` bytes hold no LF.
+/// is incomplete; an error once `max` bytes hold no LF. (The reference has no limit;
+/// Sluice's listeners do.)
 pub fn line_end(buf: &[u8], max: usize) -> Result<Option<usize>, LineTooLong> {
     let window = &buf[..buf.len().min(max.saturating_add(1))];
     match memchr::memchr(LF, window) {
         Some(i) => Ok(Some(i)),
         None if buf.len() > max => Err(LineTooLong { limit: max }),
         None => Ok(None),
+    }
+}
+
+/// The content of the line whose LF is at `end`: a CR before the LF goes too (CRLF works),
+/// unless it is all the line holds.
+pub fn line(buf: &[u8], end: usize) -> &[u8] {
+    match buf[..end].split_last() {
+        Some((b'\r', rest)) if !rest.is_empty() => rest,
+        _ => &buf[..end],
     }
 }
 
@@ -79,30 +89,41 @@ impl Value<'_> {
     }
 }
 
-/// Decodes a raw token: NULL, or the string with escapes undone (borrowed when it has
-/// none). An escape byte at the very end stands for itself.
+/// Decodes a raw token where NULL may stand (key, filter, modify and insert values):
+/// the single byte 0x00 is NULL, anything else a string ([`unescape`]).
 pub fn decode(raw: &[u8]) -> Value<'_> {
     if raw == [0] {
         return Value::Null;
     }
-    if memchr::memchr(ESC, raw).is_none() {
-        return Value::Str(Cow::Borrowed(raw));
-    }
+    Value::Str(unescape(raw))
+}
+
+/// A raw token's string, escapes undone (borrowed when it has none): 0x01 followed by a
+/// byte of 0x40 or more stands for that byte minus 0x40; only 0x01 is special. As in the
+/// reference, an escape followed by a smaller byte, or at the end, cuts the value short
+/// there.
+pub fn unescape(raw: &[u8]) -> Cow<'_, [u8]> {
+    let Some(first) = memchr::memchr(ESC, raw) else {
+        return Cow::Borrowed(raw);
+    };
     let mut out = Vec::with_capacity(raw.len());
-    let mut i = 0;
+    out.extend_from_slice(&raw[..first]);
+    let mut i = first;
     while i < raw.len() {
-        match (raw[i], raw.get(i + 1)) {
-            (ESC, Some(&next)) => {
-                out.push(next.wrapping_sub(SHIFT));
+        if raw[i] != ESC {
+            out.push(raw[i]);
+            i += 1;
+            continue;
+        }
+        match raw.get(i + 1) {
+            Some(&next) if next >= SHIFT => {
+                out.push(next - SHIFT);
                 i += 2;
             }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
+            _ => break,
         }
     }
-    Value::Str(Cow::Owned(out))
+    Cow::Owned(out)
 }
 
 /// Appends a token: NULL as 0x00, a string with its low bytes escaped.

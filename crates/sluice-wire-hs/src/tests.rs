@@ -12,6 +12,15 @@ fn lines_end_at_lf_within_the_limit() {
 }
 
 #[test]
+fn crlf_ends_a_line_too() {
+    let buf = b"1\t=\r\n\r\n";
+    assert_eq!(line(buf, 4), b"1\t=");
+    // A line of just CR keeps it.
+    assert_eq!(line(&buf[5..], 1), b"\r");
+    assert_eq!(line(b"x\n", 1), b"x");
+}
+
+#[test]
 fn tokens_split_at_tabs_keeping_empty_ones() {
     let t: Vec<&[u8]> = tokens(b"1\t=\t1\t\tx\t").collect();
     assert_eq!(t, [&b"1"[..], b"=", b"1", b"", b"x", b""]);
@@ -23,8 +32,13 @@ fn values_decode_and_encode() {
     assert_eq!(decode(b"\0"), Value::Null);
     assert_eq!(decode(b""), Value::Str(Cow::Borrowed(b"")));
     assert_eq!(decode(b"a\x01\x43b").as_bytes(), Some(&b"a\x03b"[..]));
-    // A lone trailing escape byte stands for itself.
-    assert_eq!(decode(b"a\x01").as_bytes(), Some(&b"a\x01"[..]));
+    // Any byte from 0x40 up may follow the escape; a smaller one, or none, cuts the
+    // value short, as the reference does.
+    assert_eq!(&*unescape(b"\x01\x7a"), b":");
+    assert_eq!(&*unescape(b"ab\x01"), b"ab");
+    assert_eq!(&*unescape(b"ab\x01\x20cd"), b"ab");
+    // Only the raw single 0x00 is NULL; an escaped one is a string.
+    assert_eq!(decode(b"\x01\x40").as_bytes(), Some(&b"\0"[..]));
     let mut out = Vec::new();
     encode(&mut out, Some(b"a\x03\x00b\x10"));
     assert_eq!(out, b"a\x01\x43\x01\x40b\x10");
