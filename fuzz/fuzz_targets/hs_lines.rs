@@ -1,10 +1,22 @@
-//! Feeds arbitrary bytes to the HandlerSocket line reader, token splitter and value
-//! decoder: none may panic, every byte belongs to a line or to the unfinished rest, and
-//! every decoded value encodes and decodes back to itself.
+//! Feeds arbitrary bytes to the HandlerSocket line reader, token splitter, value
+//! decoder and request parser: none may panic, every byte belongs to a line or to the
+//! unfinished rest, and every decoded value encodes and decodes back to itself.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use sluice_wire_hs::request::{Slots, parse};
 use sluice_wire_hs::{Value, decode, encode, line, line_end, tokens};
+
+/// Three index ids, the second with two filter columns.
+struct Three;
+impl Slots for Three {
+    fn count(&self) -> usize {
+        3
+    }
+    fn filter_columns(&self, id: u32) -> usize {
+        if id == 1 { 2 } else { 0 }
+    }
+}
 
 fuzz_target!(|data: &[u8]| {
     let Some((&max, data)) = data.split_first() else {
@@ -35,6 +47,7 @@ fuzz_target!(|data: &[u8]| {
                     }
                 }
                 assert_eq!(joined, line);
+                let _ = parse(content, &Three);
                 rest = &rest[end + 1..];
             }
             Ok(None) => {

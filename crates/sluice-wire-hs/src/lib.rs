@@ -7,6 +7,8 @@
 
 use std::borrow::Cow;
 
+pub mod request;
+
 /// The line separator and the token separator.
 pub const LF: u8 = b'\n';
 pub const TAB: u8 = b'\t';
@@ -50,7 +52,7 @@ pub fn tokens(line: &[u8]) -> Tokens<'_> {
 }
 
 /// Iterator over a line's raw tokens.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tokens<'a> {
     rest: Option<&'a [u8]>,
 }
