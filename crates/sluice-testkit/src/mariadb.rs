@@ -44,6 +44,10 @@ pub struct MariaDbOptions {
     /// Arguments appended to mariadbd's command line (after the testkit's
     /// own, so they override them), e.g. `--plugin-maturity=beta`.
     pub extra_args: Vec<String>,
+    /// Load the HandlerSocket plugin (the reference for Sluice's key-value path) with a
+    /// read and a write listener on free ports ([`MariaDbServer::handlersocket_ports`])
+    /// and no secrets. Default: false.
+    pub handlersocket: bool,
 }
 
 impl Default for MariaDbOptions {
@@ -53,6 +57,7 @@ impl Default for MariaDbOptions {
             local_infile: true,
             binlog: true,
             extra_args: Vec::new(),
+            handlersocket: false,
         }
     }
 }
@@ -64,6 +69,8 @@ pub struct MariaDbServer {
     dir: TempDir,
     layout: Layout,
     port: u16,
+    /// The HandlerSocket read and write ports, when the plugin is loaded.
+    handlersocket: Option<(u16, u16)>,
     password: String,
     opts: MariaDbOptions,
     tls: Option<tls::TlsFiles>,
@@ -112,10 +119,12 @@ impl MariaDbServer {
             &format!("[client]\nuser={SUPERUSER}\npassword={password}\n"),
         )?;
         let port = free_port();
+        let handlersocket = opts.handlersocket.then(|| (free_port(), free_port()));
         let mut server = MariaDbServer {
             dir,
             layout,
             port,
+            handlersocket,
             password,
             opts: opts.clone(),
             tls,
@@ -138,7 +147,13 @@ impl MariaDbServer {
         let mut cmd = Command::new(&bins()?.mariadbd);
         scrub_env(&mut cmd);
         let mut child = cmd
-            .args(server_args(l, self.port, &self.opts, self.tls.as_ref()))
+            .args(server_args(
+                l,
+                self.port,
+                &self.opts,
+                self.tls.as_ref(),
+                self.handlersocket,
+            ))
             .current_dir(&l.dir)
             .stdin(Stdio::null())
             .stdout(log)
@@ -189,6 +204,12 @@ impl MariaDbServer {
     /// The TCP port (on 127.0.0.1).
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The HandlerSocket plugin's read and write ports (on 127.0.0.1), when it was
+    /// loaded ([`MariaDbOptions::handlersocket`]).
+    pub fn handlersocket_ports(&self) -> Option<(u16, u16)> {
+        self.handlersocket
     }
 
     /// Always "127.0.0.1".

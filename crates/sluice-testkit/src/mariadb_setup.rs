@@ -234,6 +234,7 @@ pub(crate) fn server_args(
     port: u16,
     opts: &MariaDbOptions,
     tls: Option<&TlsFiles>,
+    handlersocket: Option<(u16, u16)>,
 ) -> Vec<OsString> {
     let mut args: Vec<OsString> = vec!["--no-defaults".into()];
     args.extend(user_arg().map(OsString::from));
@@ -265,6 +266,22 @@ pub(crate) fn server_args(
         args.push(path_arg("--ssl-ca=", &t.ca_cert));
         args.push(path_arg("--ssl-cert=", &t.server_cert));
         args.push(path_arg("--ssl-key=", &t.server_key));
+    }
+    if let Some((read, write)) = handlersocket {
+        // Debian's build starts with a secret of its own unless both are set: empty
+        // turns authentication off.
+        args.extend(
+            [
+                "--plugin-maturity=beta".to_string(),
+                "--plugin-load-add=handlersocket".to_string(),
+                "--handlersocket-address=127.0.0.1".to_string(),
+                format!("--handlersocket-port={read}"),
+                format!("--handlersocket-port-wr={write}"),
+                "--handlersocket-plain-secret=".to_string(),
+                "--handlersocket-plain-secret-wr=".to_string(),
+            ]
+            .map(OsString::from),
+        );
     }
     args.extend(opts.extra_args.iter().map(OsString::from));
     args
@@ -349,8 +366,9 @@ mod tests {
             local_infile: false,
             binlog: true,
             extra_args: vec!["--plugin-maturity=beta".to_string()],
+            handlersocket: false,
         };
-        let args: Vec<String> = server_args(&l, 4242, &opts, None)
+        let args: Vec<String> = server_args(&l, 4242, &opts, None, None)
             .into_iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();

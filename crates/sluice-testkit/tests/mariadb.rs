@@ -178,6 +178,7 @@ fn two_servers_at_once_kill_stop_restart() {
                 local_infile: false,
                 binlog: false,
                 extra_args: vec!["--max-connections=50".to_string()],
+                handlersocket: false,
             })
         });
         (a.join().unwrap().unwrap(), b.join().unwrap().unwrap())
@@ -245,4 +246,51 @@ fn two_servers_at_once_kill_stop_restart() {
 fn server_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<MariaDbServer>();
+}
+
+/// The reference HandlerSocket plugin answers on its read and write ports.
+#[test]
+fn handlersocket_plugin_serves_both_ports() {
+    use std::io::{BufRead, BufReader, Write};
+    let db = MariaDbServer::start_with(MariaDbOptions {
+        handlersocket: true,
+        ..MariaDbOptions::default()
+    })
+    .unwrap();
+    db.sql("CREATE TABLE test.kv (k INT PRIMARY KEY, v VARCHAR(10)); INSERT INTO test.kv VALUES (1, 'a'), (2, NULL)")
+        .unwrap();
+    let (read, write) = db.handlersocket_ports().unwrap();
+    let ask = |port: u16, lines: &[u8]| -> Vec<String> {
+        let s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        (&s).write_all(lines).unwrap();
+        let n = lines.iter().filter(|&&b| b == b'\n').count();
+        let mut r = BufReader::new(&s);
+        (0..n)
+            .map(|_| {
+                let mut l = Vec::new();
+                r.read_until(b'\n', &mut l).unwrap();
+                String::from_utf8_lossy(&l).into_owned()
+            })
+            .collect()
+    };
+    let got = ask(
+        read,
+        b"P\t1\ttest\tkv\tPRIMARY\tk,v\n1\t>=\t1\t1\t10\t0\n1\t=\t1\t1\t1\t0\tU\t1\tb\nX\n",
+    );
+    assert_eq!(
+        got,
+        [
+            "0\t1\n",
+            "0\t2\t1\ta\t2\t\0\n",
+            "2\t1\treadonly\n",
+            "2\t1\tcmd\n"
+        ]
+    );
+    let got = ask(write, b"P\t1\ttest\tkv\tPRIMARY\tk,v\n1\t+\t2\t3\tc\n");
+    assert_eq!(got, ["0\t1\n", "0\t1\n"]);
+    assert_eq!(
+        db.sql("SELECT v FROM test.kv WHERE k = 3").unwrap().trim(),
+        "c"
+    );
 }
