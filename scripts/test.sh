@@ -13,14 +13,15 @@
 #   SLUICE_BUILD_JOBS    parallel compile jobs (default 2)
 #   SLUICE_SYSBENCH_CHECK=0  skip step 6
 #   SLUICE_FUZZ_SECONDS  seconds per fuzz target (default 60; all targets
-#                        together get at most SLUICE_FUZZ_BUDGET, default 300)
+#                        together get at most SLUICE_FUZZ_BUDGET, default 150,
+#                        so that the whole run stays under 20 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 THREADS=${SLUICE_TEST_THREADS:-2}
 JOBS=${SLUICE_BUILD_JOBS:-2}
 FUZZ_SECONDS=${SLUICE_FUZZ_SECONDS:-60}
-FUZZ_BUDGET=${SLUICE_FUZZ_BUDGET:-300}
+FUZZ_BUDGET=${SLUICE_FUZZ_BUDGET:-150}
 if [ "${CI:-}" = "true" ]; then
     export CARGO_INCREMENTAL=0
 fi

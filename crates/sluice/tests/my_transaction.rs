@@ -421,24 +421,19 @@ async fn pipelined_statements_get_their_own_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prepared_statements_share_a_pipelined_connection() {
-    let db = mariadb();
-    let h = sluice(&config_text(&db, 4, "10s", "")).await;
-    let a = addr(&h, "tx");
+    let rows: Vec<String> = (0..50).map(|i| format!("({i}, 'v{i}')")).collect();
+    let fill = format!("INSERT INTO kv VALUES {}", rows.join(", "));
+    let (_db, h, a) = tx_sluice(
+        4,
+        "10s",
+        &[
+            "CREATE TABLE kv (k INT PRIMARY KEY, v VARCHAR(20))",
+            "CREATE TABLE gone (k INT PRIMARY KEY)",
+            &fill,
+        ],
+    )
+    .await;
     let mut setup = connect(a).await;
-    setup
-        .query_drop("CREATE TABLE kv (k INT PRIMARY KEY, v VARCHAR(20))")
-        .await
-        .unwrap();
-    setup
-        .query_drop("CREATE TABLE gone (k INT PRIMARY KEY)")
-        .await
-        .unwrap();
-    for i in 0..50 {
-        setup
-            .exec_drop("INSERT INTO kv VALUES (?, ?)", (i, format!("v{i}")))
-            .await
-            .unwrap();
-    }
     // A client holding a transaction: the others' statements go to a shared connection
     // even when only one of them runs at a time.
     let mut holder = connect(a).await;
@@ -495,22 +490,16 @@ async fn prepared_statements_share_a_pipelined_connection() {
 /// connection it happened on is closed rather than handed to others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_reported_state_changes_pin() {
-    let db = mariadb();
-    let h = sluice(&config_text(&db, 6, "5s", "")).await;
-    let a = addr(&h, "tx");
-    let mut setup = connect(a).await;
-    setup
-        .query_drop(
+    let (_db, h, a) = tx_sluice(
+        6,
+        "5s",
+        &[
             "CREATE FUNCTION hide() RETURNS INT NO SQL \
              BEGIN SET time_zone = '+05:00'; RETURN 1; END",
-        )
-        .await
-        .unwrap();
-    setup
-        .query_drop("CREATE FUNCTION peek() RETURNS VARCHAR(20) NO SQL RETURN @@time_zone")
-        .await
-        .unwrap();
-    setup.disconnect().await.unwrap();
+            "CREATE FUNCTION peek() RETURNS VARCHAR(20) NO SQL RETURN @@time_zone",
+        ],
+    )
+    .await;
     let track = sluice_wire_mysql::consts::CLIENT_SESSION_TRACK;
     let login = || RawMy::login_with(a, APP_USER, APP_PW, track);
     // On a connection of its own: the client is pinned. (z logs in first: the pool

@@ -63,6 +63,28 @@ auth = "passthrough"
     )
 }
 
+/// A throwaway MariaDB with Sluice in front (pool of `pool_size`, `wait` for a
+/// connection), the address of its transaction-mode listener, after running `setup`
+/// statements through it.
+pub async fn tx_sluice(
+    pool_size: usize,
+    wait: &str,
+    setup: &[&str],
+) -> (MariaDbServer, sluice::server::Handle, SocketAddr) {
+    use mysql_async::prelude::Queryable;
+    let db = mariadb();
+    let h = super::sluice(&config_text(&db, pool_size, wait, "")).await;
+    let a = super::addr(&h, "tx");
+    if !setup.is_empty() {
+        let mut c = connect(a).await;
+        for sql in setup {
+            c.query_drop(*sql).await.unwrap();
+        }
+        c.disconnect().await.unwrap();
+    }
+    (db, h, a)
+}
+
 pub fn opts(a: SocketAddr, user: &str, pw: &str, db: Option<&str>) -> OptsBuilder {
     OptsBuilder::default()
         .ip_or_hostname(a.ip().to_string())
