@@ -43,6 +43,19 @@ cluster = "mysql"
 pool = "default"
 auth = "passthrough"
 tls = "disable"
+
+# HandlerSocket in front of the same MySQL/MariaDB server, on the plugin's usual ports.
+[handlersocket.hs_read]
+address = "127.0.0.1:9998"
+cluster = "mysql"
+mode = "read-only"
+user = "root"
+
+[handlersocket.hs_write]
+address = "127.0.0.1:9999"
+cluster = "mysql"
+mode = "read-write"
+user = "root"
 "#;
 
 /// File name used in errors about the built-in default.
@@ -50,7 +63,9 @@ pub const BUILTIN_DEFAULT_NAME: &str = "<built-in default>";
 
 /// The configuration `sluice` runs with no arguments: a PostgreSQL listener on
 /// 127.0.0.1:6432 relaying to a server on 127.0.0.1:5432 and a MySQL listener on
-/// 127.0.0.1:6033 relaying to a server on 127.0.0.1:3306, both with passthrough auth.
+/// 127.0.0.1:6033 relaying to a server on 127.0.0.1:3306, both with passthrough auth, and
+/// HandlerSocket listeners on 127.0.0.1:9998 (read-only) and :9999 (read-write) running
+/// their requests on that MySQL server as `root`.
 pub fn builtin_default() -> Config {
     let options = ValidateOptions {
         check_files: false,

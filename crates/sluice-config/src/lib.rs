@@ -11,6 +11,7 @@
 mod address;
 mod default;
 mod errors;
+mod handlersocket;
 mod reader;
 mod schema;
 mod secret;

@@ -105,6 +105,16 @@ string_enum! {
 }
 
 string_enum! {
+    /// Whether a HandlerSocket listener takes writes.
+    HsMode {
+        /// Finds only; inserts and modifications answer `2 1 readonly`.
+        ReadOnly = "read-only",
+        /// Finds, inserts and modifications.
+        ReadWrite = "read-write",
+    }
+}
+
+string_enum! {
     /// Log output format.
     LogFormat { Text = "text", Json = "json" }
 }
@@ -159,6 +169,9 @@ pub const DEFAULT_SERVER_LIFETIME: Duration = Duration::from_secs(3600);
 pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_POOL_MAX_CLIENT_CONNECTIONS: usize = 1000;
 pub const DEFAULT_STATEMENT_CACHE_SIZE: usize = 256;
+pub const DEFAULT_HS_CONNECTIONS: usize = 2;
+pub const DEFAULT_HS_MAX_LINE: usize = 1 << 20;
+pub const DEFAULT_HS_MAX_OPEN_INDEXES: usize = 1024;
 
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -169,6 +182,8 @@ pub struct Config {
     pub users: BTreeMap<String, User>,
     pub pools: BTreeMap<String, Pool>,
     pub listeners: BTreeMap<String, Listener>,
+    /// `[handlersocket.NAME]`: HandlerSocket listeners.
+    pub handlersocket: BTreeMap<String, HsListener>,
 }
 
 /// `[general]`: process-wide settings.
@@ -335,6 +350,30 @@ pub struct Listener {
     pub tls: ClientTls,
     pub tls_cert_file: Option<PathBuf>,
     pub tls_key_file: Option<PathBuf>,
+}
+
+/// `[handlersocket.NAME]`: a HandlerSocket listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HsListener {
+    pub name: String,
+    pub address: String,
+    /// The cluster whose first server runs the requests (either protocol).
+    pub cluster: String,
+    pub mode: HsMode,
+    /// The server login Sluice uses for this listener's requests.
+    pub user: String,
+    pub password: Option<String>,
+    /// The database to log in to (requests name their database anyway).
+    pub database: String,
+    /// When set, clients must send `A 1 <secret>` before anything else.
+    pub secret: Option<String>,
+    /// Server connections that run batches of requests.
+    pub connections: usize,
+    /// Longest request line, in bytes.
+    pub max_line: usize,
+    /// Index ids a client may open are below this.
+    pub max_open_indexes: usize,
+    pub max_client_connections: usize,
 }
 
 static FALLBACK_POOL: LazyLock<Pool> = LazyLock::new(|| Pool::with_defaults(DEFAULT_POOL_NAME));

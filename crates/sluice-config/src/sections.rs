@@ -24,6 +24,7 @@ pub(crate) const SECTIONS: &[&str] = &[
     "users",
     "pools",
     "listeners",
+    "handlersocket",
 ];
 pub(crate) const GENERAL_KEYS: &[&str] = &[
     "shutdown_timeout",
@@ -87,6 +88,7 @@ pub(crate) fn read_config(ctx: &mut Ctx<'_>, root: &Table) -> Config {
         users: BTreeMap::new(),
         pools: BTreeMap::new(),
         listeners: BTreeMap::new(),
+        handlersocket: BTreeMap::new(),
     };
     for (key, item) in root.iter() {
         let header = key_span(root.key(key), item);
@@ -98,6 +100,15 @@ pub(crate) fn read_config(ctx: &mut Ctx<'_>, root: &Table) -> Config {
             "pools" => config.pools = read_named(ctx, "pools", header, item, read_pool),
             "listeners" => {
                 config.listeners = read_named(ctx, "listeners", header, item, read_listener)
+            }
+            "handlersocket" => {
+                config.handlersocket = read_named(
+                    ctx,
+                    "handlersocket",
+                    header,
+                    item,
+                    crate::handlersocket::read_handlersocket,
+                )
             }
             other => {
                 let what = if item.is_table_like() {
@@ -433,6 +444,7 @@ fn read_listener(
         false => Some(DEFAULT_POOL_NAME.to_string()),
     };
     r.facts().listeners.push(ListenerFacts {
+        section: "listeners",
         name: name.to_string(),
         protocol,
         address: address.clone(),

@@ -28,6 +28,8 @@ pub(crate) struct Facts {
 /// A listener's fields that refer to other objects; `None` where the value had an error.
 #[derive(Debug)]
 pub(crate) struct ListenerFacts {
+    /// `listeners` or `handlersocket`.
+    pub(crate) section: &'static str,
     pub(crate) name: String,
     pub(crate) protocol: Option<Protocol>,
     pub(crate) address: Option<String>,
@@ -88,7 +90,7 @@ pub(crate) fn validate(ctx: &mut Ctx<'_>) {
     check_clusters(&facts, ctx);
     check_listeners(&facts, ctx);
     check_duplicate_addresses(&facts, ctx);
-    if !facts.any_defined("listeners") {
+    if !facts.any_defined("listeners") && !facts.any_defined("handlersocket") {
         let message = "no listeners are defined; add at least one [listeners.NAME] section";
         ctx.diag.error_at_line(None, message);
     }
@@ -128,12 +130,13 @@ fn check_clusters(facts: &Facts, ctx: &mut Ctx<'_>) {
 fn check_listeners(facts: &Facts, ctx: &mut Ctx<'_>) {
     for listener in &facts.listeners {
         let name = listener.name.as_str();
-        let section = label("listeners", Some(name));
+        let kind = listener.section;
+        let section = label(kind, Some(name));
         if let Some(cluster) = &listener.cluster {
             if !facts.is_defined("clusters", cluster) {
                 let message = facts.missing("clusters", "cluster", cluster);
                 ctx.diag.error_at(
-                    "listeners",
+                    kind,
                     name,
                     "cluster",
                     format!("{section} cluster: {message}"),
@@ -146,25 +149,21 @@ fn check_listeners(facts: &Facts, ctx: &mut Ctx<'_>) {
                     "{section} cluster: cluster {cluster:?} speaks {theirs} but this listener \
                      speaks {mine}"
                 );
-                ctx.diag.error_at("listeners", name, "cluster", message);
+                ctx.diag.error_at(kind, name, "cluster", message);
             }
         }
         if let Some(pool) = &listener.pool
             && !facts.is_defined("pools", pool)
         {
             let message = facts.missing("pools", "pool", pool);
-            ctx.diag.error_at(
-                "listeners",
-                name,
-                "pool",
-                format!("{section} pool: {message}"),
-            );
+            ctx.diag
+                .error_at(kind, name, "pool", format!("{section} pool: {message}"));
         }
     }
 }
 
 fn check_duplicate_addresses(facts: &Facts, ctx: &mut Ctx<'_>) {
-    let mut seen: BTreeMap<String, &str> = BTreeMap::new();
+    let mut seen: BTreeMap<String, &ListenerFacts> = BTreeMap::new();
     for listener in &facts.listeners {
         let Some(address) = &listener.address else {
             continue;
@@ -178,14 +177,14 @@ fn check_duplicate_addresses(facts: &Facts, ctx: &mut Ctx<'_>) {
             Some(first) => {
                 let message = format!(
                     "{} address: {address:?} is already used by {}",
-                    label("listeners", Some(&listener.name)),
-                    label("listeners", Some(first))
+                    label(listener.section, Some(&listener.name)),
+                    label(first.section, Some(&first.name))
                 );
                 ctx.diag
-                    .error_at("listeners", &listener.name, "address", message);
+                    .error_at(listener.section, &listener.name, "address", message);
             }
             None => {
-                seen.insert(normalized, &listener.name);
+                seen.insert(normalized, listener);
             }
         }
     }

@@ -5,12 +5,14 @@
 //! keeps the per-client state ledger and decides how long a server connection is held;
 //! [`router`] picks the server (a pure function); [`pool`] leases server connections;
 //! [`backend`] speaks the server side. Answers go straight back to the client, or, for
-//! statements pipelined on a shared connection, through [`mux`].
+//! statements pipelined on a shared connection, through [`mux`]. HandlerSocket listeners
+//! (`frontend::hs`) hand their requests to [`kv`], which runs them as grouped SQL.
 
 pub mod backend;
 pub mod cancel;
 pub mod error;
 pub mod frontend;
+pub mod kv;
 pub mod listener;
 pub mod mux;
 pub mod pool;

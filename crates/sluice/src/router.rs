@@ -12,7 +12,12 @@ pub struct Route<'a> {
 
 /// Read-write route: the first server of the listener's cluster.
 pub fn route<'a>(listener: &Listener, topology: &'a Config) -> Option<Route<'a>> {
-    let cluster = topology.clusters.get(&listener.cluster)?;
+    route_cluster(&listener.cluster, topology)
+}
+
+/// Read-write route to a cluster: its first server.
+pub fn route_cluster<'a>(cluster: &str, topology: &'a Config) -> Option<Route<'a>> {
+    let cluster = topology.clusters.get(cluster)?;
     let server = cluster
         .servers
         .iter()

@@ -54,6 +54,22 @@ pub async fn start(config: Config) -> Result<Handle> {
             clients.clone(),
         ));
     }
+    for l in config.handlersocket.values() {
+        let ctx = Arc::new(crate::frontend::hs::HsCtx {
+            kv: kv_for(&shared, &config, l)?,
+            cfg: l.clone(),
+            clients: Default::default(),
+        });
+        let socket = listener::bind_address(&l.name, &l.address).await?;
+        addrs.insert(l.name.clone(), socket.local_addr()?);
+        tracing::info!(listener = %l.name, address = %socket.local_addr()?, protocol = "handlersocket", "listening");
+        accept.spawn(listener::serve_hs(
+            shared.clone(),
+            socket,
+            ctx,
+            clients.clone(),
+        ));
+    }
     let reaper = shared.clone();
     accept.spawn(async move {
         let mut rx = reaper.shutdown.clone();
@@ -72,6 +88,47 @@ pub async fn start(config: Config) -> Result<Handle> {
         clients,
         accept,
     })
+}
+
+/// The key-value executor of a HandlerSocket listener, on its cluster's first server.
+fn kv_for(
+    shared: &Shared,
+    config: &Config,
+    l: &sluice_config::HsListener,
+) -> Result<Arc<crate::kv::Kv>> {
+    use crate::backend::{Credentials, Target, mysql};
+    let server = crate::router::route_cluster(&l.cluster, config)
+        .with_context(|| format!("handlersocket \"{}\": cluster has no server", l.name))?
+        .server;
+    let target = Target::for_server(
+        server,
+        shared.connectors.get(&server.name).cloned(),
+        sluice_config::DEFAULT_CONNECT_TIMEOUT,
+        config.general.max_message_size,
+    );
+    let creds = Credentials {
+        user: l.user.clone(),
+        password: l.password.clone(),
+    };
+    match server.protocol {
+        sluice_config::Protocol::Mysql => {
+            let opener = mysql::Opener {
+                target,
+                creds,
+                database: l.database.clone(),
+                caps: 0,
+                charset: 0,
+            };
+            Ok(crate::kv::Kv::start(
+                mysql::kv::MyKv::new(opener),
+                l.connections,
+            ))
+        }
+        sluice_config::Protocol::Postgres => anyhow::bail!(
+            "handlersocket \"{}\": PostgreSQL clusters are not supported yet",
+            l.name
+        ),
+    }
 }
 
 impl Handle {

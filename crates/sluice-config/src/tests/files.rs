@@ -38,6 +38,71 @@ fn builtin_default_parses_and_validates() {
     assert_eq!(my.auth, AuthMethod::Passthrough);
     assert_eq!(config.servers["mysql"].port, 3306);
     assert_eq!(config.listeners.len(), 2);
+    let read = &config.handlersocket["hs_read"];
+    assert_eq!(
+        (read.address.as_str(), read.mode, read.cluster.as_str()),
+        ("127.0.0.1:9998", HsMode::ReadOnly, "mysql")
+    );
+    assert_eq!(config.handlersocket["hs_write"].mode, HsMode::ReadWrite);
+    assert_eq!(read.secret, None);
+}
+
+#[test]
+fn handlersocket_listeners_are_checked() {
+    let text = r#"
+[servers.my]
+protocol = "mysql"
+host = "127.0.0.1"
+
+[clusters.my]
+servers = ["my"]
+
+[handlersocket.kv]
+address = "127.0.0.1:9998"
+cluster = "nope"
+mode = "write"
+user = "app"
+secret = "s3"
+connections = 0
+
+[handlersocket.kv2]
+address = "127.0.0.1:9998"
+cluster = "my"
+user = "app"
+password = "pw"
+"#;
+    let errors = parse(text, "hs.toml").expect_err("invalid").to_string();
+    for needle in [
+        "hs.toml:13",
+        "cluster \"nope\" does not exist",
+        "hs.toml:14",
+        "read-only",
+        "hs.toml:17",
+        "connections",
+        "hs.toml:20",
+        "is already used by [handlersocket.kv]",
+    ] {
+        assert!(errors.contains(needle), "{needle:?} not in:\n{errors}");
+    }
+    let ok = parse(
+        &text
+            .replace("\"nope\"", "\"my\"")
+            .replace("mode = \"write\"", "mode = \"read-write\"")
+            .replace("connections = 0", "connections = 3")
+            .replace(
+                "address = \"127.0.0.1:9998\"\ncluster = \"my\"\nuser",
+                "address = \"127.0.0.1:9997\"\ncluster = \"my\"\nuser",
+            ),
+        "hs.toml",
+    )
+    .expect("valid");
+    let kv = &ok.handlersocket["kv"];
+    assert_eq!(
+        (kv.mode, kv.connections, kv.secret.as_deref()),
+        (HsMode::ReadWrite, 3, Some("s3"))
+    );
+    assert_eq!(ok.handlersocket["kv2"].password.as_deref(), Some("pw"));
+    assert!(ok.listeners.is_empty());
 }
 
 fn examples_dir() -> PathBuf {

@@ -24,6 +24,24 @@ pub struct Target {
 }
 
 impl Target {
+    /// How to reach `server` (with its TLS connector, if it uses TLS).
+    pub fn for_server(
+        server: &sluice_config::Server,
+        connector: Option<tokio_rustls::TlsConnector>,
+        connect_timeout: Duration,
+        max_message: usize,
+    ) -> Target {
+        Target {
+            host: server.host.clone(),
+            port: server.port,
+            tls: server.tls,
+            connector,
+            server_name: server.tls_server_name.clone(),
+            connect_timeout,
+            max_message,
+        }
+    }
+
     pub fn addr(&self) -> String {
         format!("{}:{}", self.host, self.port)
     }

@@ -38,15 +38,12 @@ pub fn target(shared: &Shared, ctx: &ListenerCtx) -> Result<(Arc<Config>, Target
         ))
     })?;
     let server = route.server;
-    let target = Target {
-        host: server.host.clone(),
-        port: server.port,
-        tls: server.tls,
-        connector: shared.connectors.get(&server.name).cloned(),
-        server_name: server.tls_server_name.clone(),
-        connect_timeout: pool_cfg.connect_timeout,
-        max_message: config.general.max_message_size,
-    };
+    let target = Target::for_server(
+        server,
+        shared.connectors.get(&server.name).cloned(),
+        pool_cfg.connect_timeout,
+        config.general.max_message_size,
+    );
     Ok((config, target))
 }
 

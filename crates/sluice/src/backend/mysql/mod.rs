@@ -3,6 +3,7 @@
 //! itself (login, reset). Below the pool in the flow; knows nothing of clients.
 
 mod connect;
+pub mod kv;
 
 pub use connect::{Opener, login, tls_upgrade};
 

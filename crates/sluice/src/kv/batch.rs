@@ -1,0 +1,461 @@
+//! Running one batch of requests on one server connection. The requests keep their
+//! order; consecutive equality lookups on the same unique integer index become one
+//! statement (`IN (...)`), every other request its own statement(s). Statements go
+//! out together as one multi-statement round; a modification needs a second round
+//! (its rows are read FOR UPDATE first, then written by their row key), so it ends
+//! the round it reads in. A batch that writes runs in one transaction. A statement
+//! that fails answers its own request only: the statements after it that belong to
+//! other requests are sent again (the server ran none of them).
+
+use super::request::{Action, Find, ModKind, Modify, Op, Req, Val};
+use super::rows::{Row, atoll, bound, count_answer, error_answer, hits, rows_answer};
+use super::sql::{self, Dialect, Extras, Layout};
+use super::table::ColKind;
+use super::{KvConn, Outcome};
+use crate::error::Error;
+
+/// One statement of a round and the request it serves.
+struct Stmt {
+    sql: Vec<u8>,
+    /// Position in the batch of the request; None for BEGIN/COMMIT.
+    req: Option<usize>,
+}
+
+/// What each request of the batch is waiting for.
+enum Pending {
+    /// Its answer is written.
+    Done,
+    /// A find (or the read half of a modification): its statements' layout and outcomes.
+    Find {
+        layout: Layout,
+        outcomes: Vec<Outcome>,
+    },
+    /// The write half of a modification: rows hit, statements still to answer.
+    Writes {
+        count: u64,
+        failed: Option<String>,
+    },
+    /// A grouped lookup: the position of its group.
+    Grouped(usize),
+    Insert(Option<Outcome>),
+}
+
+/// Runs `reqs` on `conn` and returns one answer line per request. Err: the connection
+/// failed (the caller answers every request with an error and drops it).
+pub async fn run<C: KvConn>(
+    conn: &mut C,
+    d: &dyn Dialect,
+    reqs: &[Req],
+) -> Result<Vec<Vec<u8>>, Error> {
+    let mut answers: Vec<Vec<u8>> = vec![Vec::new(); reqs.len()];
+    let mut pending: Vec<Pending> = Vec::with_capacity(reqs.len());
+    let mut groups: Vec<(Vec<usize>, Option<Outcome>)> = Vec::new();
+    let writes = reqs.iter().any(Req::writes);
+    let mut round: Vec<Stmt> = Vec::new();
+    if writes {
+        round.push(Stmt {
+            sql: b"BEGIN".to_vec(),
+            req: None,
+        });
+    }
+    let mut i = 0;
+    while i < reqs.len() {
+        // A run of grouped lookups.
+        let mut j = i;
+        while j < reqs.len() && groupable(&reqs[j]).is_some() && same_group(&reqs[i], &reqs[j]) {
+            j += 1;
+        }
+        if j - i > 1 {
+            let keys: Vec<&[u8]> = reqs[i..j].iter().filter_map(groupable).collect();
+            let mut s = Vec::new();
+            sql::lookup(d, &mut s, &reqs[i].index, &keys);
+            round.push(Stmt {
+                sql: s,
+                req: Some(i),
+            });
+            let g = groups.len();
+            groups.push(((i..j).collect(), None));
+            pending.extend((i..j).map(|_| Pending::Grouped(g)));
+            i = j;
+            continue;
+        }
+        let r = &reqs[i];
+        match &r.action {
+            Action::Insert(values) => {
+                let mut s = Vec::new();
+                sql::insert(d, &mut s, &r.index, values);
+                round.push(Stmt {
+                    sql: s,
+                    req: Some(i),
+                });
+                pending.push(Pending::Insert(None));
+            }
+            Action::Find(f) => {
+                if f.modify.is_some() && r.index.table.row_key().is_none() {
+                    error_answer(&mut answers[i], 2, "notimpl");
+                    pending.push(Pending::Done);
+                    i += 1;
+                    continue;
+                }
+                let (layout, stmts) = find_statements(d, r, f);
+                round.extend(stmts.into_iter().map(|sql| Stmt { sql, req: Some(i) }));
+                pending.push(Pending::Find {
+                    layout,
+                    outcomes: Vec::new(),
+                });
+                if f.modify.is_some() {
+                    // Its writes depend on what it reads: run the round now.
+                    execute(conn, std::mem::take(&mut round), &mut pending, &mut groups).await?;
+                    round = modify_writes(d, r, i, f, &mut pending, &mut answers);
+                }
+            }
+        }
+        i += 1;
+    }
+    if writes {
+        round.push(Stmt {
+            sql: b"COMMIT".to_vec(),
+            req: None,
+        });
+    }
+    execute(conn, round, &mut pending, &mut groups).await?;
+    for (members, outcome) in &groups {
+        answer_group(reqs, members, outcome.as_ref(), &mut answers);
+    }
+    for (i, p) in pending.into_iter().enumerate() {
+        let out = &mut answers[i];
+        match p {
+            Pending::Done | Pending::Grouped(_) => {}
+            Pending::Find { layout, outcomes } => {
+                let Action::Find(f) = &reqs[i].action else {
+                    continue;
+                };
+                match hits(f, &layout, &outcomes) {
+                    Ok(rows) => rows_answer(out, reqs[i].index.columns.len(), &rows),
+                    Err(k) => outcome_error(out, &outcomes[k]),
+                }
+            }
+            Pending::Writes { count, failed } => match failed {
+                Some(e) => {
+                    // Rows already answered by `?` are thrown away, as the reference does.
+                    out.clear();
+                    error_answer(out, 1, &e)
+                }
+                None if out.is_empty() => count_answer(out, count),
+                None => {}
+            },
+            Pending::Insert(o) => answer_insert(out, &reqs[i], o),
+        }
+    }
+    Ok(answers)
+}
+
+/// The key of a request that can join a grouped lookup: an equality find of one clean
+/// integer on a one-column unique integer index, with nothing else.
+fn groupable(r: &Req) -> Option<&[u8]> {
+    let Action::Find(f) = &r.action else {
+        return None;
+    };
+    let ix = r.index.index();
+    let col = r.index.column(*ix.columns.first()?);
+    let plain = f.op == Op::Eq && f.within.is_none() && f.filters.is_empty() && f.modify.is_none();
+    let key = f.keys.first()?.as_deref()?;
+    (plain && ix.unique && ix.columns.len() == 1 && f.keys.len() == 1 && f.offset == 0)
+        .then_some(())
+        .and(matches!(col.kind, ColKind::Int { .. }).then_some(key))
+        .filter(|k| super::canonical_int(col.kind, k).is_some())
+}
+
+fn same_group(a: &Req, b: &Req) -> bool {
+    std::sync::Arc::ptr_eq(&a.index.table, &b.index.table)
+        && a.index.index == b.index.index
+        && a.index.columns == b.index.columns
+}
+
+/// The statements of a find: one scan, or one positioned read per IN value; none when
+/// the limit leaves no row.
+fn find_statements(d: &dyn Dialect, r: &Req, f: &Find) -> (Layout, Vec<Vec<u8>>) {
+    let extras = Extras {
+        flag_filters: f.within.is_some(),
+        for_update: f.modify.is_some(),
+        signed: matches!(&f.modify, Some(m) if matches!(m.kind, ModKind::Add | ModKind::Sub)),
+    };
+    let keys: Vec<Option<&[u8]>> = f.keys.iter().map(|k| k.as_deref()).collect();
+    let mut layout = Layout {
+        returned: r.index.columns.len(),
+        filters: 0,
+        key: 0,
+        signed: 0,
+    };
+    let bound = u64::from(bound(f));
+    let offset = u64::from(f.offset);
+    if bound <= offset {
+        return (layout, Vec::new());
+    }
+    let mut stmts = Vec::new();
+    match &f.within {
+        Some((column, values)) => {
+            for v in values {
+                let mut keys = keys.clone();
+                if let Some(c) = column {
+                    keys[*c] = Some(v);
+                }
+                let mut s = Vec::new();
+                layout = sql::find(d, &mut s, &r.index, f, &keys, extras, 0, 1);
+                stmts.push(s);
+            }
+        }
+        None => {
+            let w = f.filters.iter().any(|x| x.stop);
+            let (from, count) = if w {
+                (0, bound)
+            } else {
+                (offset, bound - offset)
+            };
+            let mut s = Vec::new();
+            layout = sql::find(d, &mut s, &r.index, f, &keys, extras, from, count);
+            stmts.push(s);
+        }
+    }
+    (layout, stmts)
+}
+
+/// After the read half of modification `i` ran: the rows it hits, answered now when
+/// `?` asks for them, and the statements that write them.
+fn modify_writes(
+    d: &dyn Dialect,
+    r: &Req,
+    i: usize,
+    f: &Find,
+    pending: &mut [Pending],
+    answers: &mut [Vec<u8>],
+) -> Vec<Stmt> {
+    let Some(m) = &f.modify else {
+        return Vec::new();
+    };
+    let Pending::Find {
+        layout, outcomes, ..
+    } = &pending[i]
+    else {
+        return Vec::new();
+    };
+    let rows = match hits(f, layout, outcomes) {
+        Ok(rows) => rows,
+        Err(k) => {
+            outcome_error(&mut answers[i], &outcomes[k]);
+            pending[i] = Pending::Done;
+            return Vec::new();
+        }
+    };
+    if m.returning {
+        rows_answer(&mut answers[i], r.index.columns.len(), &rows);
+    }
+    let t = &r.index.table;
+    let key_at = layout.returned + layout.filters;
+    let mut stmts = Vec::new();
+    let mut count = 0;
+    for row in &rows {
+        let key = &row[key_at..key_at + layout.key];
+        let mut s = Vec::new();
+        match m.kind {
+            ModKind::Delete => sql::delete(d, &mut s, t, key),
+            ModKind::Update => {
+                let sets: Vec<(usize, Val)> = r
+                    .index
+                    .columns
+                    .iter()
+                    .copied()
+                    .zip(m.values.iter().cloned())
+                    .collect();
+                sql::update(d, &mut s, t, &sets, key)
+            }
+            ModKind::Add | ModKind::Sub => {
+                let Some(sets) = arithmetic(m, row, key_at + layout.key, &r.index.columns) else {
+                    continue;
+                };
+                if !sets.is_empty() {
+                    sql::update(d, &mut s, t, &sets, key);
+                }
+            }
+        }
+        count += 1;
+        if !s.is_empty() {
+            stmts.push(Stmt {
+                sql: s,
+                req: Some(i),
+            });
+        }
+    }
+    pending[i] = Pending::Writes {
+        count,
+        failed: None,
+    };
+    stmts
+}
+
+/// The new values of `+` / `-` for one row; None when `-` would cross zero in sign
+/// (the row is left alone and not counted).
+fn arithmetic(
+    m: &Modify,
+    row: &Row,
+    signed_at: usize,
+    cols: &[usize],
+) -> Option<Vec<(usize, Val)>> {
+    let mut sets = Vec::new();
+    for (k, (&c, operand)) in cols.iter().zip(&m.values).enumerate() {
+        let (Some(_), Some(operand)) = (&row[k], operand) else {
+            continue;
+        };
+        let Some(old) = row[signed_at + k]
+            .as_deref()
+            .and_then(|v| std::str::from_utf8(v).ok()?.parse::<i64>().ok())
+        else {
+            continue;
+        };
+        let n = atoll(operand);
+        let new = if m.kind == ModKind::Add {
+            old.wrapping_add(n)
+        } else {
+            old.wrapping_sub(n)
+        };
+        if m.kind == ModKind::Sub && ((old < 0 && new > 0) || (old > 0 && new < 0)) {
+            return None;
+        }
+        sets.push((c, Some(new.to_string().into_bytes())));
+    }
+    Some(sets)
+}
+
+/// Runs one round, sending again what an error stopped; outcomes go to their requests.
+async fn execute<C: KvConn>(
+    conn: &mut C,
+    mut stmts: Vec<Stmt>,
+    pending: &mut [Pending],
+    groups: &mut [(Vec<usize>, Option<Outcome>)],
+) -> Result<(), Error> {
+    while !stmts.is_empty() {
+        let mut text = Vec::new();
+        for (k, s) in stmts.iter().enumerate() {
+            if k > 0 {
+                text.push(b';');
+            }
+            text.extend_from_slice(&s.sql);
+        }
+        let outcomes = conn.run(&text).await?;
+        let ran = outcomes.len();
+        let mut failed_req = None;
+        for (s, o) in stmts.iter().zip(outcomes) {
+            let failed = matches!(o, Outcome::Failed { .. });
+            if let Some(r) = s.req {
+                if failed {
+                    failed_req = Some(r);
+                }
+                deliver(r, o, pending, groups);
+            }
+        }
+        // The server stops at the first error: send the rest again, less the failed
+        // request's own statements.
+        stmts = stmts.split_off(ran.min(stmts.len()));
+        if let Some(r) = failed_req {
+            stmts.retain(|s| s.req != Some(r));
+        } else if ran == 0 {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn deliver(
+    r: usize,
+    o: Outcome,
+    pending: &mut [Pending],
+    groups: &mut [(Vec<usize>, Option<Outcome>)],
+) {
+    match &mut pending[r] {
+        Pending::Find { outcomes, .. } => outcomes.push(o),
+        Pending::Insert(slot) => *slot = Some(o),
+        Pending::Grouped(g) => groups[*g].1 = Some(o),
+        Pending::Writes { failed, .. } => {
+            if let Outcome::Failed { message, .. } = o {
+                failed.get_or_insert(message);
+            }
+        }
+        Pending::Done => {}
+    }
+}
+
+fn outcome_error(out: &mut Vec<u8>, o: &Outcome) {
+    match o {
+        Outcome::Failed { message, .. } => error_answer(out, 1, message),
+        _ => error_answer(out, 1, "unexpected"),
+    }
+}
+
+fn answer_insert(out: &mut Vec<u8>, r: &Req, o: Option<Outcome>) {
+    match o {
+        Some(Outcome::Done { insert_id, .. }) => {
+            let t = &r.index.table;
+            let Some(g) = t.generated() else {
+                sluice_wire_hs::Answer::start(out, 0, 1).end();
+                return;
+            };
+            // An explicit non-zero value for the generated column generates nothing.
+            let Action::Insert(values) = &r.action else {
+                return;
+            };
+            let explicit = r.index.columns.iter().zip(values).any(|(&c, v)| {
+                c == g
+                    && v.as_deref().is_some_and(|v| {
+                        super::canonical_int(t.columns[c].kind, v).is_some_and(|n| n != "0")
+                    })
+            });
+            count_answer(out, if explicit { 0 } else { insert_id });
+        }
+        Some(o) => outcome_error(out, &o),
+        None => error_answer(out, 1, "unexpected"),
+    }
+}
+
+fn answer_group(
+    reqs: &[Req],
+    members: &[usize],
+    outcome: Option<&Outcome>,
+    answers: &mut [Vec<u8>],
+) {
+    let rows: &[Row] = match outcome {
+        Some(Outcome::Rows(rows)) => rows,
+        Some(o) => {
+            members
+                .iter()
+                .for_each(|&m| outcome_error(&mut answers[m], o));
+            return;
+        }
+        None => {
+            members
+                .iter()
+                .for_each(|&m| error_answer(&mut answers[m], 1, "unexpected"));
+            return;
+        }
+    };
+    let mut by_key: std::collections::HashMap<&[u8], &Row> =
+        std::collections::HashMap::with_capacity(rows.len());
+    for row in rows {
+        if let Some(Some(k)) = row.first() {
+            by_key.insert(k, row);
+        }
+    }
+    for &m in members {
+        let r = &reqs[m];
+        let ix = r.index.index();
+        let kind = r.index.column(ix.columns[0]).kind;
+        let key = groupable(r).and_then(|k| super::canonical_int(kind, k));
+        let row = key.and_then(|k| by_key.get(k.as_bytes()).copied());
+        let mut a = sluice_wire_hs::Answer::start(&mut answers[m], 0, r.index.columns.len());
+        if let Some(row) = row {
+            for v in &row[1..] {
+                a.value(v.as_deref());
+            }
+        }
+        a.end();
+    }
+}

@@ -1,0 +1,270 @@
+//! The key-value path: HandlerSocket requests run as SQL on a backend server, many
+//! clients' requests grouped together. It sits below the HandlerSocket frontend
+//! (`frontend/hs`) and beside the session/pool path of the SQL protocols: each
+//! HandlerSocket listener has one [`Kv`], which keeps the tables it has read from the
+//! server's catalog and a queue of batches. A few workers, each with its own server
+//! connection, take everything queued whenever they are free (no timer: a lone request
+//! waits for nothing), so while one batch runs the next one gathers. The protocol of the
+//! server is a hook ([`KvBackend`]: connect, run statements, describe a table, and the
+//! SQL [`sql::Dialect`]); everything else here is written once.
+
+pub mod batch;
+pub mod request;
+pub mod rows;
+pub mod sql;
+pub mod table;
+
+use crate::error::Error;
+use request::Req;
+use rows::Row;
+use std::collections::HashMap;
+use std::sync::Arc;
+use table::{ColKind, Table};
+use tokio::sync::{mpsc, oneshot};
+
+/// What one statement of a round gave.
+#[derive(Debug)]
+pub enum Outcome {
+    Rows(Vec<Row>),
+    Done {
+        affected: u64,
+        insert_id: u64,
+    },
+    /// The statement failed; `message` is the error as the reference would word it
+    /// (an engine error number where there is one).
+    Failed {
+        code: u32,
+        message: String,
+    },
+}
+
+/// A server connection of the key-value path.
+pub trait KvConn: Send + 'static {
+    /// Runs statements separated by `;` as one round; one outcome per statement run.
+    /// The server stops at the first failing statement, so fewer outcomes may come
+    /// back. Err: the connection is no longer usable.
+    fn run(&mut self, sql: &[u8]) -> impl Future<Output = Result<Vec<Outcome>, Error>> + Send;
+}
+
+/// A server protocol's part of the key-value path.
+pub trait KvBackend: Send + Sync + 'static {
+    type Conn: KvConn;
+    fn connect(&self) -> impl Future<Output = Result<Self::Conn, Error>> + Send;
+    /// A table's columns and indexes; None when there is no such table.
+    fn describe(
+        &self,
+        conn: &mut Self::Conn,
+        db: &str,
+        table: &str,
+    ) -> impl Future<Output = Result<Option<Table>, Error>> + Send;
+    fn dialect(&self) -> &dyn sql::Dialect;
+}
+
+/// Requests waiting for a worker.
+enum Job {
+    Describe {
+        db: String,
+        table: String,
+        reply: oneshot::Sender<Result<Option<Table>, Error>>,
+    },
+    Batch {
+        reqs: Vec<Req>,
+        reply: oneshot::Sender<Vec<Vec<u8>>>,
+    },
+}
+
+/// Most requests one batch takes (the rest wait for the next).
+const MAX_BATCH: usize = 1024;
+
+/// One HandlerSocket listener's executor.
+pub struct Kv {
+    jobs: mpsc::UnboundedSender<Job>,
+    tables: parking_lot::Mutex<HashMap<(String, String), Arc<Table>>>,
+}
+
+impl Kv {
+    /// Starts `workers` workers on `backend`.
+    pub fn start<B: KvBackend>(backend: B, workers: usize) -> Arc<Kv> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let rx = Arc::new(tokio::sync::Mutex::new(rx));
+        let backend = Arc::new(backend);
+        for _ in 0..workers.max(1) {
+            tokio::spawn(work(backend.clone(), rx.clone()));
+        }
+        Arc::new(Kv {
+            jobs: tx,
+            tables: Default::default(),
+        })
+    }
+
+    /// A table, from the cache or the server's catalog. Ok(None): no such table.
+    pub async fn table(&self, db: &str, table: &str) -> Result<Option<Arc<Table>>, Error> {
+        let key = (db.to_string(), table.to_string());
+        if let Some(t) = self.tables.lock().get(&key) {
+            return Ok(Some(t.clone()));
+        }
+        let (reply, rx) = oneshot::channel();
+        let job = Job::Describe {
+            db: key.0.clone(),
+            table: key.1.clone(),
+            reply,
+        };
+        self.jobs.send(job).map_err(|_| gone())?;
+        let Some(t) = rx.await.map_err(|_| gone())?? else {
+            return Ok(None);
+        };
+        let t = Arc::new(t);
+        self.tables.lock().insert(key, t.clone());
+        Ok(Some(t))
+    }
+
+    /// Runs requests (in order, possibly with other clients' requests): one answer
+    /// line each.
+    pub async fn run(&self, reqs: Vec<Req>) -> Vec<Vec<u8>> {
+        let n = reqs.len();
+        let (reply, rx) = oneshot::channel();
+        if self.jobs.send(Job::Batch { reqs, reply }).is_ok()
+            && let Ok(answers) = rx.await
+        {
+            return answers;
+        }
+        failed_answers(n, "server_gone")
+    }
+}
+
+fn gone() -> Error {
+    Error::server_gone("the key-value executor has stopped")
+}
+
+fn failed_answers(n: usize, message: &str) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|_| {
+            let mut a = Vec::new();
+            rows::error_answer(&mut a, 1, message);
+            a
+        })
+        .collect()
+}
+
+/// A worker: waits for jobs, takes everything queued, runs it on its connection.
+async fn work<B: KvBackend>(
+    backend: Arc<B>,
+    queue: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Job>>>,
+) {
+    let mut conn: Option<B::Conn> = None;
+    loop {
+        let mut jobs = Vec::new();
+        {
+            let mut rx = queue.lock().await;
+            let Some(first) = rx.recv().await else { return };
+            jobs.push(first);
+            let mut n = 0;
+            while n < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(j) => {
+                        if let Job::Batch { reqs, .. } = &j {
+                            n += reqs.len();
+                        }
+                        jobs.push(j);
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        let mut batch: Vec<Req> = Vec::new();
+        let mut replies = Vec::new();
+        for job in jobs {
+            match job {
+                Job::Describe { db, table, reply } => {
+                    let r = match connection(&*backend, &mut conn).await {
+                        Ok(c) => backend.describe(c, &db, &table).await,
+                        Err(e) => Err(e),
+                    };
+                    if r.is_err() {
+                        conn = None;
+                    }
+                    let _ = reply.send(r);
+                }
+                Job::Batch { reqs, reply } => {
+                    replies.push((reqs.len(), reply));
+                    batch.extend(reqs);
+                }
+            }
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        let answers = match connection(&*backend, &mut conn).await {
+            Ok(c) => batch::run(c, backend.dialect(), &batch).await,
+            Err(e) => Err(e),
+        };
+        let mut answers = answers.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "key-value batch failed");
+            conn = None;
+            failed_answers(batch.len(), "server_gone")
+        });
+        for (n, reply) in replies.into_iter().rev() {
+            let mine = answers.split_off(answers.len() - n);
+            let _ = reply.send(mine);
+        }
+    }
+}
+
+async fn connection<'c, B: KvBackend>(
+    backend: &B,
+    conn: &'c mut Option<B::Conn>,
+) -> Result<&'c mut B::Conn, Error> {
+    if conn.is_none() {
+        *conn = Some(backend.connect().await?);
+    }
+    conn.as_mut().ok_or_else(gone)
+}
+
+/// A clean integer (optional sign, digits) clipped to an integer column's range, in
+/// decimal; None for anything else.
+pub fn canonical_int(kind: ColKind, v: &[u8]) -> Option<String> {
+    let ColKind::Int { min, max } = kind else {
+        return None;
+    };
+    let (neg, digits) = match v.first() {
+        Some(b'-') => (true, &v[1..]),
+        Some(b'+') => (false, &v[1..]),
+        _ => (false, v),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut n: i128 = 0;
+    for d in digits {
+        n = (n * 10 + i128::from(d - b'0')).min(i128::from(u64::MAX) + 1);
+    }
+    let n = if neg { -n } else { n };
+    Some(n.clamp(min, max).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_ints_are_clipped() {
+        let tiny = ColKind::Int {
+            min: -128,
+            max: 127,
+        };
+        assert_eq!(canonical_int(tiny, b"300").as_deref(), Some("127"));
+        assert_eq!(canonical_int(tiny, b"-0005").as_deref(), Some("-5"));
+        assert_eq!(canonical_int(tiny, b"+7").as_deref(), Some("7"));
+        assert_eq!(canonical_int(tiny, b"7a"), None);
+        assert_eq!(canonical_int(tiny, b""), None);
+        assert_eq!(canonical_int(ColKind::Text, b"1"), None);
+        let big = ColKind::Int {
+            min: 0,
+            max: u64::MAX.into(),
+        };
+        assert_eq!(
+            canonical_int(big, b"99999999999999999999999").as_deref(),
+            Some("18446744073709551615")
+        );
+    }
+}

@@ -1,0 +1,303 @@
+//! Statements for key-value requests, written once for both SQL dialects: a backend
+//! gives the [`Dialect`] (quoting, literals, NULL-safe equality, LIMIT form) and this
+//! module writes the finds, the grouped lookups, inserts, updates and deletes. The
+//! comparisons follow the reference's rules: NULL equals NULL and sorts before every
+//! other value; ascending scans walk the index forwards, `<` and `<=` backwards.
+
+use super::request::{Cmp, Filter, Find, Op, Val};
+use super::table::{Column, OpenIndex, Table};
+
+/// What differs between the SQL of two servers.
+pub trait Dialect: Send + Sync + 'static {
+    /// Appends a quoted identifier.
+    fn ident(&self, out: &mut Vec<u8>, name: &str);
+    /// Appends a value as a literal for column `col` (None: NULL).
+    fn literal(&self, out: &mut Vec<u8>, col: &Column, v: Option<&[u8]>);
+    /// The NULL-safe equality operator (`<=>`, `IS NOT DISTINCT FROM`).
+    fn null_safe_eq(&self) -> &'static str;
+    /// Appends what follows a sort column (`ASC`, `DESC NULLS LAST`, ...) so that NULLs
+    /// come first in ascending order.
+    fn order(&self, out: &mut Vec<u8>, descending: bool);
+    /// Appends the LIMIT clause.
+    fn limit(&self, out: &mut Vec<u8>, offset: u64, count: u64);
+    /// A column's value as a signed 64-bit integer, for `+` and `-`.
+    fn as_signed(&self, out: &mut Vec<u8>, col: &str);
+}
+
+/// Appends `db.table`.
+pub fn table_name(d: &dyn Dialect, out: &mut Vec<u8>, t: &Table) {
+    d.ident(out, &t.db);
+    out.push(b'.');
+    d.ident(out, &t.name);
+}
+
+fn columns(d: &dyn Dialect, out: &mut Vec<u8>, t: &Table, cols: &[usize], first: &mut bool) {
+    for &c in cols {
+        if !std::mem::take(first) {
+            out.extend_from_slice(b", ");
+        }
+        d.ident(out, &t.columns[c].name);
+    }
+}
+
+/// Appends a filter condition with the reference's NULL rules.
+pub fn condition(d: &dyn Dialect, out: &mut Vec<u8>, col: &Column, cmp: Cmp, v: Option<&[u8]>) {
+    let mut c = Vec::new();
+    d.ident(&mut c, &col.name);
+    let lit = |out: &mut Vec<u8>| d.literal(out, col, v);
+    let put =
+        |out: &mut Vec<u8>, parts: &[&[u8]]| parts.iter().for_each(|p| out.extend_from_slice(p));
+    match (cmp, v.is_some()) {
+        (Cmp::Never, _) | (Cmp::Lt, false) => out.extend_from_slice(b"FALSE"),
+        (Cmp::Ge, false) => out.extend_from_slice(b"TRUE"),
+        (Cmp::Gt, false) => put(out, &[&c, b" IS NOT NULL"]),
+        (Cmp::Le, false) => put(out, &[&c, b" IS NULL"]),
+        (Cmp::Eq | Cmp::Ne, _) => {
+            if cmp == Cmp::Ne {
+                out.extend_from_slice(b"NOT ");
+            }
+            put(out, &[b"(", &c, b" ", d.null_safe_eq().as_bytes(), b" "]);
+            lit(out);
+            out.push(b')');
+        }
+        (Cmp::Gt | Cmp::Ge, true) => {
+            let op: &[u8] = if cmp == Cmp::Gt { b" > " } else { b" >= " };
+            put(out, &[b"(", &c, op]);
+            lit(out);
+            out.push(b')');
+        }
+        (Cmp::Lt | Cmp::Le, true) => {
+            let op: &[u8] = if cmp == Cmp::Lt { b" < " } else { b" <= " };
+            put(out, &[b"(", &c, op]);
+            lit(out);
+            put(out, &[b" OR ", &c, b" IS NULL)"]);
+        }
+    }
+}
+
+/// Appends the key condition of a find: the first `keys.len()` index columns compared
+/// with the keys as one prefix (lexicographically).
+fn key_condition(
+    d: &dyn Dialect,
+    out: &mut Vec<u8>,
+    ix: &OpenIndex,
+    op: Op,
+    keys: &[Option<&[u8]>],
+) {
+    let cols = &ix.index().columns[..keys.len()];
+    let col = |i: usize| &ix.table.columns[cols[i]];
+    let eqs = |out: &mut Vec<u8>, upto: usize| {
+        for i in 0..upto {
+            condition(d, out, col(i), Cmp::Eq, keys[i]);
+            out.extend_from_slice(b" AND ");
+        }
+    };
+    if op == Op::Eq {
+        eqs(out, keys.len());
+        out.extend_from_slice(b"TRUE");
+        return;
+    }
+    let (strict, last) = match op {
+        Op::Gt => (Cmp::Gt, Cmp::Gt),
+        Op::Ge => (Cmp::Gt, Cmp::Ge),
+        Op::Lt => (Cmp::Lt, Cmp::Lt),
+        _ => (Cmp::Lt, Cmp::Le),
+    };
+    out.push(b'(');
+    for j in 0..keys.len() {
+        if j > 0 {
+            out.extend_from_slice(b" OR ");
+        }
+        out.push(b'(');
+        eqs(out, j);
+        let cmp = if j + 1 == keys.len() { last } else { strict };
+        condition(d, out, col(j), cmp, keys[j]);
+        out.push(b')');
+    }
+    out.push(b')');
+}
+
+/// How the columns of a find's rows are laid out: the returned columns, then one flag
+/// per filter (1 when the row passes), then the row key, then each returned column as
+/// a signed integer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    pub returned: usize,
+    pub filters: usize,
+    pub key: usize,
+    pub signed: usize,
+}
+
+/// Which extra columns a find selects.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extras {
+    /// Filters are selected as flags rather than applied in WHERE (IN lists, where a row
+    /// failing an `F` filter moves on to the next value, and `W` filters).
+    pub flag_filters: bool,
+    /// The row key and FOR UPDATE (modifications).
+    pub for_update: bool,
+    /// The returned columns as signed integers (`+`, `-`).
+    pub signed: bool,
+}
+
+/// Writes one find statement: `keys` (NULL where None) positioned with `op`, `F`
+/// filters in WHERE unless they are flags, ordered along the index, rows `offset ..
+/// offset + count`.
+pub fn find(
+    d: &dyn Dialect,
+    out: &mut Vec<u8>,
+    ix: &OpenIndex,
+    f: &Find,
+    keys: &[Option<&[u8]>],
+    extras: Extras,
+    offset: u64,
+    count: u64,
+) -> Layout {
+    let t = &ix.table;
+    let key_cols: &[usize] = if extras.for_update {
+        t.row_key().unwrap_or_default()
+    } else {
+        &[]
+    };
+    out.extend_from_slice(b"SELECT ");
+    let mut first = true;
+    columns(d, out, t, &ix.columns, &mut first);
+    let flagged: Vec<&Filter> = f
+        .filters
+        .iter()
+        .filter(|x| x.stop || extras.flag_filters)
+        .collect();
+    for x in &flagged {
+        if !std::mem::take(&mut first) {
+            out.extend_from_slice(b", ");
+        }
+        out.push(b'(');
+        condition(d, out, &t.columns[x.column], x.cmp, x.value.as_deref());
+        out.push(b')');
+    }
+    columns(d, out, t, key_cols, &mut first);
+    if extras.signed {
+        for &c in &ix.columns {
+            if !std::mem::take(&mut first) {
+                out.extend_from_slice(b", ");
+            }
+            let mut name = Vec::new();
+            d.ident(&mut name, &t.columns[c].name);
+            d.as_signed(out, &String::from_utf8_lossy(&name));
+        }
+    }
+    if first {
+        out.extend_from_slice(b"1");
+    }
+    out.extend_from_slice(b" FROM ");
+    table_name(d, out, t);
+    out.extend_from_slice(b" WHERE ");
+    key_condition(d, out, ix, f.op, keys);
+    for x in f.filters.iter().filter(|x| !x.stop && !extras.flag_filters) {
+        out.extend_from_slice(b" AND ");
+        condition(d, out, &t.columns[x.column], x.cmp, x.value.as_deref());
+    }
+    out.extend_from_slice(b" ORDER BY ");
+    let desc = f.op.descending();
+    let index = &ix.index().columns;
+    let tail = t.row_key().unwrap_or_default();
+    let mut first = true;
+    for &c in index
+        .iter()
+        .chain(tail.iter().filter(|c| !index.contains(c)))
+    {
+        if !std::mem::take(&mut first) {
+            out.extend_from_slice(b", ");
+        }
+        d.ident(out, &t.columns[c].name);
+        d.order(out, desc);
+    }
+    d.limit(out, offset, count);
+    if extras.for_update {
+        out.extend_from_slice(b" FOR UPDATE");
+    }
+    Layout {
+        returned: ix.columns.len(),
+        filters: flagged.len(),
+        key: key_cols.len(),
+        signed: if extras.signed { ix.columns.len() } else { 0 },
+    }
+}
+
+/// Writes one grouped lookup: the rows of every key in `keys` on a one-column unique
+/// index, the key column first, then the returned columns.
+pub fn lookup(d: &dyn Dialect, out: &mut Vec<u8>, ix: &OpenIndex, keys: &[&[u8]]) {
+    let t = &ix.table;
+    let kc = &t.columns[ix.index().columns[0]];
+    out.extend_from_slice(b"SELECT ");
+    d.ident(out, &kc.name);
+    for &c in &ix.columns {
+        out.extend_from_slice(b", ");
+        d.ident(out, &t.columns[c].name);
+    }
+    out.extend_from_slice(b" FROM ");
+    table_name(d, out, t);
+    out.extend_from_slice(b" WHERE ");
+    d.ident(out, &kc.name);
+    out.extend_from_slice(b" IN (");
+    for (i, k) in keys.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        d.literal(out, kc, Some(k));
+    }
+    out.push(b')');
+}
+
+/// Writes an INSERT of `values` into the first returned columns of `ix`.
+pub fn insert(d: &dyn Dialect, out: &mut Vec<u8>, ix: &OpenIndex, values: &[Val]) {
+    let t = &ix.table;
+    out.extend_from_slice(b"INSERT INTO ");
+    table_name(d, out, t);
+    out.extend_from_slice(b" (");
+    let mut first = true;
+    columns(d, out, t, &ix.columns[..values.len()], &mut first);
+    out.extend_from_slice(b") VALUES (");
+    for (i, (v, &c)) in values.iter().zip(&ix.columns).enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        d.literal(out, &t.columns[c], v.as_deref());
+    }
+    out.push(b')');
+}
+
+/// Appends ` WHERE` and the row key's columns equal to `key`.
+fn where_key(d: &dyn Dialect, out: &mut Vec<u8>, t: &Table, key: &[Val]) {
+    out.extend_from_slice(b" WHERE ");
+    let cols = t.row_key().unwrap_or_default();
+    for (i, (&c, v)) in cols.iter().zip(key).enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b" AND ");
+        }
+        condition(d, out, &t.columns[c], Cmp::Eq, v.as_deref());
+    }
+}
+
+/// Writes an UPDATE of one row (found by its row key) setting `sets` (column, value).
+pub fn update(d: &dyn Dialect, out: &mut Vec<u8>, t: &Table, sets: &[(usize, Val)], key: &[Val]) {
+    out.extend_from_slice(b"UPDATE ");
+    table_name(d, out, t);
+    out.extend_from_slice(b" SET ");
+    for (i, (c, v)) in sets.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        d.ident(out, &t.columns[*c].name);
+        out.extend_from_slice(b" = ");
+        d.literal(out, &t.columns[*c], v.as_deref());
+    }
+    where_key(d, out, t, key);
+}
+
+/// Writes a DELETE of one row found by its row key.
+pub fn delete(d: &dyn Dialect, out: &mut Vec<u8>, t: &Table, key: &[Val]) {
+    out.extend_from_slice(b"DELETE FROM ");
+    table_name(d, out, t);
+    where_key(d, out, t, key);
+}
