@@ -17,6 +17,8 @@ pub struct Handle {
     pub shared: Arc<Shared>,
     /// Bound address of each listener, by name.
     pub addrs: HashMap<String, SocketAddr>,
+    /// The key-value executor of each HandlerSocket listener, by name.
+    pub kv: HashMap<String, Arc<crate::kv::Kv>>,
     shutdown: watch::Sender<bool>,
     clients: TaskTracker,
     accept: TaskTracker,
@@ -54,9 +56,12 @@ pub async fn start(config: Config) -> Result<Handle> {
             clients.clone(),
         ));
     }
+    let mut kvs = HashMap::new();
     for l in config.handlersocket.values() {
+        let kv = kv_for(&shared, &config, l)?;
+        kvs.insert(l.name.clone(), kv.clone());
         let ctx = Arc::new(crate::frontend::hs::HsCtx {
-            kv: kv_for(&shared, &config, l)?,
+            kv,
             cfg: l.clone(),
             clients: Default::default(),
         });
@@ -84,6 +89,7 @@ pub async fn start(config: Config) -> Result<Handle> {
     Ok(Handle {
         shared,
         addrs,
+        kv: kvs,
         shutdown: tx,
         clients,
         accept,

@@ -11,8 +11,9 @@ use super::request::{Action, Find, ModKind, Modify, Op, Req, Val};
 use super::rows::{Row, atoll, bound, count_answer, error_answer, hits, rows_answer};
 use super::sql::{self, Dialect, Extras, Layout};
 use super::table::ColKind;
-use super::{KvConn, Outcome};
+use super::{KvConn, KvStats, Outcome};
 use crate::error::Error;
+use std::collections::HashMap;
 
 /// One statement of a round and the request it serves.
 struct Stmt {
@@ -46,6 +47,7 @@ pub async fn run<C: KvConn>(
     conn: &mut C,
     d: &dyn Dialect,
     reqs: &[Req],
+    stats: &KvStats,
 ) -> Result<Vec<Vec<u8>>, Error> {
     let mut answers: Vec<Vec<u8>> = vec![Vec::new(); reqs.len()];
     let mut pending: Vec<Pending> = Vec::with_capacity(reqs.len());
@@ -73,6 +75,10 @@ pub async fn run<C: KvConn>(
                 sql: s,
                 req: Some(i),
             });
+            let n = (j - i) as u64;
+            stats
+                .grouped
+                .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
             let g = groups.len();
             groups.push(((i..j).collect(), None));
             pending.extend((i..j).map(|_| Pending::Grouped(g)));
@@ -175,10 +181,11 @@ fn same_group(a: &Req, b: &Req) -> bool {
 /// The statements of a find: one scan, or one positioned read per IN value; none when
 /// the limit leaves no row.
 fn find_statements(d: &dyn Dialect, r: &Req, f: &Find) -> (Layout, Vec<Vec<u8>>) {
-    let extras = Extras {
+    let mut extras = Extras {
         flag_filters: f.within.is_some(),
         for_update: f.modify.is_some(),
         signed: matches!(&f.modify, Some(m) if matches!(m.kind, ModKind::Add | ModKind::Sub)),
+        ..Extras::default()
     };
     let keys: Vec<Option<&[u8]>> = f.keys.iter().map(|k| k.as_deref()).collect();
     let mut layout = Layout {
@@ -201,19 +208,20 @@ fn find_statements(d: &dyn Dialect, r: &Req, f: &Find) -> (Layout, Vec<Vec<u8>>)
                     keys[*c] = Some(v);
                 }
                 let mut s = Vec::new();
-                layout = sql::find(d, &mut s, &r.index, f, &keys, extras, 0, 1);
+                extras.count = 1;
+                layout = sql::find(d, &mut s, &r.index, f, &keys, extras);
                 stmts.push(s);
             }
         }
         None => {
             let w = f.filters.iter().any(|x| x.stop);
-            let (from, count) = if w {
+            (extras.offset, extras.count) = if w {
                 (0, bound)
             } else {
                 (offset, bound - offset)
             };
             let mut s = Vec::new();
-            layout = sql::find(d, &mut s, &r.index, f, &keys, extras, from, count);
+            layout = sql::find(d, &mut s, &r.index, f, &keys, extras);
             stmts.push(s);
         }
     }
@@ -221,7 +229,9 @@ fn find_statements(d: &dyn Dialect, r: &Req, f: &Find) -> (Layout, Vec<Vec<u8>>)
 }
 
 /// After the read half of modification `i` ran: the rows it hits, answered now when
-/// `?` asks for them, and the statements that write them.
+/// `?` asks for them, and the statements that write them. The reference changes each
+/// row as it reads it, so an IN list that hits a row twice sees it changed the second
+/// time (and a deleted row not at all): repeated rows go through `seen`.
 fn modify_writes(
     d: &dyn Dialect,
     r: &Req,
@@ -233,10 +243,7 @@ fn modify_writes(
     let Some(m) = &f.modify else {
         return Vec::new();
     };
-    let Pending::Find {
-        layout, outcomes, ..
-    } = &pending[i]
-    else {
+    let Pending::Find { layout, outcomes } = &pending[i] else {
         return Vec::new();
     };
     let rows = match hits(f, layout, outcomes) {
@@ -247,44 +254,75 @@ fn modify_writes(
             return Vec::new();
         }
     };
-    if m.returning {
-        rows_answer(&mut answers[i], r.index.columns.len(), &rows);
-    }
     let t = &r.index.table;
+    let cols = &r.index.columns;
     let key_at = layout.returned + layout.filters;
+    let signed_at = key_at + layout.key;
+    // The current state of each row hit so far (None: deleted).
+    let mut seen: HashMap<&[Val], Option<Row>> = HashMap::new();
+    let mut printed: Vec<Row> = Vec::new();
     let mut stmts = Vec::new();
     let mut count = 0;
-    for row in &rows {
-        let key = &row[key_at..key_at + layout.key];
+    for &row in &rows {
+        let key = &row[key_at..signed_at];
+        let mut current = match seen.get(key) {
+            Some(None) => continue,
+            Some(Some(now)) => now.clone(),
+            None => row.clone(),
+        };
+        if m.returning {
+            printed.push(current.clone());
+        }
         let mut s = Vec::new();
         match m.kind {
-            ModKind::Delete => sql::delete(d, &mut s, t, key),
+            ModKind::Delete => {
+                sql::delete(d, &mut s, t, key);
+                seen.insert(key, None);
+                count += 1;
+            }
             ModKind::Update => {
-                let sets: Vec<(usize, Val)> = r
-                    .index
-                    .columns
+                // NULL for a NOT NULL column leaves it as it is.
+                let sets: Vec<(usize, Val)> = cols
                     .iter()
                     .copied()
                     .zip(m.values.iter().cloned())
+                    .filter(|(c, v)| v.is_some() || t.columns[*c].nullable)
                     .collect();
-                sql::update(d, &mut s, t, &sets, key)
+                for (k, &c) in cols.iter().enumerate() {
+                    if let Some((_, v)) = sets.iter().find(|(sc, _)| *sc == c) {
+                        current[k] = v.clone();
+                    }
+                }
+                sql::update(d, &mut s, t, &sets, key);
+                seen.insert(key, Some(current));
+                count += 1;
             }
             ModKind::Add | ModKind::Sub => {
-                let Some(sets) = arithmetic(m, row, key_at + layout.key, &r.index.columns) else {
+                let Some(sets) = arithmetic(m, &current, signed_at, cols) else {
+                    seen.insert(key, Some(current));
                     continue;
                 };
-                if !sets.is_empty() {
-                    sql::update(d, &mut s, t, &sets, key);
+                for (c, v) in &sets {
+                    if let Some(k) = cols.iter().position(|x| x == c) {
+                        current[k] = v.clone();
+                        current[signed_at + k] = v.clone();
+                    }
                 }
+                sql::update(d, &mut s, t, &sets, key);
+                seen.insert(key, Some(current));
+                count += 1;
             }
         }
-        count += 1;
         if !s.is_empty() {
             stmts.push(Stmt {
                 sql: s,
                 req: Some(i),
             });
         }
+    }
+    if m.returning {
+        let refs: Vec<&Row> = printed.iter().collect();
+        rows_answer(&mut answers[i], cols.len(), &refs);
     }
     pending[i] = Pending::Writes {
         count,

@@ -19,6 +19,7 @@ use request::Req;
 use rows::Row;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use table::{ColKind, Table};
 use tokio::sync::{mpsc, oneshot};
 
@@ -76,8 +77,20 @@ enum Job {
 /// Most requests one batch takes (the rest wait for the next).
 const MAX_BATCH: usize = 1024;
 
+/// What an executor has done, for tests and statistics.
+#[derive(Debug, Default)]
+pub struct KvStats {
+    /// Batches run on a server connection.
+    pub batches: AtomicU64,
+    /// Requests run in those batches.
+    pub requests: AtomicU64,
+    /// Requests answered from a grouped lookup (several keys in one statement).
+    pub grouped: AtomicU64,
+}
+
 /// One HandlerSocket listener's executor.
 pub struct Kv {
+    pub stats: Arc<KvStats>,
     jobs: mpsc::UnboundedSender<Job>,
     tables: parking_lot::Mutex<HashMap<(String, String), Arc<Table>>>,
 }
@@ -88,10 +101,12 @@ impl Kv {
         let (tx, rx) = mpsc::unbounded_channel();
         let rx = Arc::new(tokio::sync::Mutex::new(rx));
         let backend = Arc::new(backend);
+        let stats = Arc::new(KvStats::default());
         for _ in 0..workers.max(1) {
-            tokio::spawn(work(backend.clone(), rx.clone()));
+            tokio::spawn(work(backend.clone(), rx.clone(), stats.clone()));
         }
         Arc::new(Kv {
+            stats,
             jobs: tx,
             tables: Default::default(),
         })
@@ -150,6 +165,7 @@ fn failed_answers(n: usize, message: &str) -> Vec<Vec<u8>> {
 async fn work<B: KvBackend>(
     backend: Arc<B>,
     queue: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Job>>>,
+    stats: Arc<KvStats>,
 ) {
     let mut conn: Option<B::Conn> = None;
     loop {
@@ -195,7 +211,13 @@ async fn work<B: KvBackend>(
             continue;
         }
         let answers = match connection(&*backend, &mut conn).await {
-            Ok(c) => batch::run(c, backend.dialect(), &batch).await,
+            Ok(c) => {
+                stats.batches.fetch_add(1, Ordering::Relaxed);
+                stats
+                    .requests
+                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                batch::run(c, backend.dialect(), &batch, &stats).await
+            }
             Err(e) => Err(e),
         };
         let mut answers = answers.unwrap_or_else(|e| {

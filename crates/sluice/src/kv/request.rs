@@ -38,7 +38,28 @@ pub enum Cmp {
     Ge,
     Lt,
     Le,
+    /// An operator the reference does not know: rows fail (`Never`) or pass (`Always`)
+    /// as its comparison code happens to fall through.
     Never,
+    Always,
+}
+
+impl Cmp {
+    /// A filter operator as the reference reads it: one byte `=`, `>`, `<`, two bytes
+    /// ending in `=` (`>=`, `<=`, `!=`); another one byte, or two bytes ending in `=`,
+    /// never match; everything else always matches.
+    pub fn parse(op: &[u8]) -> Cmp {
+        match op {
+            b"=" => Cmp::Eq,
+            b">" => Cmp::Gt,
+            b"<" => Cmp::Lt,
+            b">=" => Cmp::Ge,
+            b"<=" => Cmp::Le,
+            b"!=" => Cmp::Ne,
+            [_] | [_, b'='] => Cmp::Never,
+            _ => Cmp::Always,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -144,6 +165,8 @@ pub fn check(
     };
     let modify = match exec.modify {
         None => None,
+        // An empty token is no modify operation.
+        Some((b"", _)) => None,
         Some(_) if !writable => return Err("readonly"),
         Some((mop, rest)) => {
             let kind = match mop.first() {
@@ -174,15 +197,7 @@ pub fn check(
         if index.column(column).kind == ColKind::Blob && value.is_some() {
             return Err("filterblob");
         }
-        let cmp = match f.op {
-            b"=" => Cmp::Eq,
-            b"!=" => Cmp::Ne,
-            b">" => Cmp::Gt,
-            b">=" => Cmp::Ge,
-            b"<" => Cmp::Lt,
-            b"<=" => Cmp::Le,
-            _ => Cmp::Never,
-        };
+        let cmp = Cmp::parse(f.op);
         filters.push(Filter {
             stop: f.stop,
             cmp,
@@ -193,7 +208,8 @@ pub fn check(
     // The line may hold fewer keys than it declared: the rest are empty strings.
     let mut keys: Vec<Val> = exec.keys.iter().map(owned).collect();
     keys.resize(exec.n as usize, Some(Vec::new()));
-    let within = exec.within.map(|w| {
+    // A column number past i32 means no IN list at all.
+    let within = exec.within.filter(|w| w.column.is_some()).map(|w| {
         let column = w.column.map(|c| c as usize).filter(|&c| c < keys.len());
         (
             column,

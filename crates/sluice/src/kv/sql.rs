@@ -5,7 +5,7 @@
 //! other value; ascending scans walk the index forwards, `<` and `<=` backwards.
 
 use super::request::{Cmp, Filter, Find, Op, Val};
-use super::table::{Column, OpenIndex, Table};
+use super::table::{Column, DefaultKind, OpenIndex, Table};
 
 /// What differs between the SQL of two servers.
 pub trait Dialect: Send + Sync + 'static {
@@ -22,6 +22,9 @@ pub trait Dialect: Send + Sync + 'static {
     fn limit(&self, out: &mut Vec<u8>, offset: u64, count: u64);
     /// A column's value as a signed 64-bit integer, for `+` and `-`.
     fn as_signed(&self, out: &mut Vec<u8>, col: &str);
+    /// The value a column holds when the reference clears its NULL flag without giving
+    /// it a value: the empty string, zero, the zero date.
+    fn zero(&self, out: &mut Vec<u8>, col: &Column);
 }
 
 /// Appends `db.table`.
@@ -49,7 +52,7 @@ pub fn condition(d: &dyn Dialect, out: &mut Vec<u8>, col: &Column, cmp: Cmp, v: 
         |out: &mut Vec<u8>, parts: &[&[u8]]| parts.iter().for_each(|p| out.extend_from_slice(p));
     match (cmp, v.is_some()) {
         (Cmp::Never, _) | (Cmp::Lt, false) => out.extend_from_slice(b"FALSE"),
-        (Cmp::Ge, false) => out.extend_from_slice(b"TRUE"),
+        (Cmp::Always, _) | (Cmp::Ge, false) => out.extend_from_slice(b"TRUE"),
         (Cmp::Gt, false) => put(out, &[&c, b" IS NOT NULL"]),
         (Cmp::Le, false) => put(out, &[&c, b" IS NULL"]),
         (Cmp::Eq | Cmp::Ne, _) => {
@@ -86,9 +89,15 @@ fn key_condition(
 ) {
     let cols = &ix.index().columns[..keys.len()];
     let col = |i: usize| &ix.table.columns[cols[i]];
+    // NULL stored into a NOT NULL key part is its zero value, as in the reference.
+    let keys: Vec<Option<&[u8]>> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| k.or(if col(i).nullable { None } else { Some(b"") }))
+        .collect();
     let eqs = |out: &mut Vec<u8>, upto: usize| {
-        for i in 0..upto {
-            condition(d, out, col(i), Cmp::Eq, keys[i]);
+        for (i, key) in keys.iter().enumerate().take(upto) {
+            condition(d, out, col(i), Cmp::Eq, *key);
             out.extend_from_slice(b" AND ");
         }
     };
@@ -104,14 +113,14 @@ fn key_condition(
         _ => (Cmp::Lt, Cmp::Le),
     };
     out.push(b'(');
-    for j in 0..keys.len() {
+    for (j, &key) in keys.iter().enumerate() {
         if j > 0 {
             out.extend_from_slice(b" OR ");
         }
         out.push(b'(');
         eqs(out, j);
         let cmp = if j + 1 == keys.len() { last } else { strict };
-        condition(d, out, col(j), cmp, keys[j]);
+        condition(d, out, col(j), cmp, key);
         out.push(b')');
     }
     out.push(b')');
@@ -128,9 +137,12 @@ pub struct Layout {
     pub signed: usize,
 }
 
-/// Which extra columns a find selects.
+/// Which extra columns a find selects, and which of its rows it reads.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Extras {
+    /// Rows `offset .. offset + count` of the scan.
+    pub offset: u64,
+    pub count: u64,
     /// Filters are selected as flags rather than applied in WHERE (IN lists, where a row
     /// failing an `F` filter moves on to the next value, and `W` filters).
     pub flag_filters: bool,
@@ -141,8 +153,7 @@ pub struct Extras {
 }
 
 /// Writes one find statement: `keys` (NULL where None) positioned with `op`, `F`
-/// filters in WHERE unless they are flags, ordered along the index, rows `offset ..
-/// offset + count`.
+/// filters in WHERE unless they are flags, ordered along the index.
 pub fn find(
     d: &dyn Dialect,
     out: &mut Vec<u8>,
@@ -150,8 +161,6 @@ pub fn find(
     f: &Find,
     keys: &[Option<&[u8]>],
     extras: Extras,
-    offset: u64,
-    count: u64,
 ) -> Layout {
     let t = &ix.table;
     let key_cols: &[usize] = if extras.for_update {
@@ -212,7 +221,7 @@ pub fn find(
         d.ident(out, &t.columns[c].name);
         d.order(out, desc);
     }
-    d.limit(out, offset, count);
+    d.limit(out, extras.offset, extras.count);
     if extras.for_update {
         out.extend_from_slice(b" FOR UPDATE");
     }
@@ -249,20 +258,40 @@ pub fn lookup(d: &dyn Dialect, out: &mut Vec<u8>, ix: &OpenIndex, keys: &[&[u8]]
     out.push(b')');
 }
 
-/// Writes an INSERT of `values` into the first returned columns of `ix`.
+/// Writes an INSERT of `values` into the first returned columns of `ix`, the way the
+/// reference fills a row: it starts from the defaults and clears every NULL flag, so a
+/// column not given (or given NULL while NOT NULL) that has no constant default holds
+/// the zero value; a generated column not given is generated.
 pub fn insert(d: &dyn Dialect, out: &mut Vec<u8>, ix: &OpenIndex, values: &[Val]) {
     let t = &ix.table;
+    let given = &ix.columns[..values.len()];
+    let zeroed: Vec<usize> = (0..t.columns.len())
+        .filter(|c| !given.contains(c))
+        .filter(|&c| !t.columns[c].generated && t.columns[c].default != DefaultKind::Literal)
+        .collect();
     out.extend_from_slice(b"INSERT INTO ");
     table_name(d, out, t);
     out.extend_from_slice(b" (");
     let mut first = true;
-    columns(d, out, t, &ix.columns[..values.len()], &mut first);
+    columns(d, out, t, given, &mut first);
+    columns(d, out, t, &zeroed, &mut first);
     out.extend_from_slice(b") VALUES (");
-    for (i, (v, &c)) in values.iter().zip(&ix.columns).enumerate() {
-        if i > 0 {
+    let mut first = true;
+    for (v, &c) in values
+        .iter()
+        .zip(given)
+        .chain(zeroed.iter().map(|c| (&None, c)))
+    {
+        if !std::mem::take(&mut first) {
             out.extend_from_slice(b", ");
         }
-        d.literal(out, &t.columns[c], v.as_deref());
+        let col = &t.columns[c];
+        match v {
+            Some(v) => d.literal(out, col, Some(v)),
+            None if col.nullable && given.contains(&c) => out.extend_from_slice(b"NULL"),
+            None if col.default == DefaultKind::Literal => out.extend_from_slice(b"DEFAULT"),
+            None => d.zero(out, col),
+        }
     }
     out.push(b')');
 }
@@ -279,8 +308,12 @@ fn where_key(d: &dyn Dialect, out: &mut Vec<u8>, t: &Table, key: &[Val]) {
     }
 }
 
-/// Writes an UPDATE of one row (found by its row key) setting `sets` (column, value).
+/// Writes an UPDATE of one row (found by its row key) setting `sets` (column, value);
+/// nothing when `sets` is empty.
 pub fn update(d: &dyn Dialect, out: &mut Vec<u8>, t: &Table, sets: &[(usize, Val)], key: &[Val]) {
+    if sets.is_empty() {
+        return;
+    }
     out.extend_from_slice(b"UPDATE ");
     table_name(d, out, t);
     out.extend_from_slice(b" SET ");

@@ -7,7 +7,7 @@ use super::{Opener, ServerConn, login, read_packet};
 use crate::backend::LoginError;
 use crate::error::{Error, Kind, Result, Side};
 use crate::kv::sql::Dialect;
-use crate::kv::table::{ColKind, Column, Index, Table};
+use crate::kv::table::{ColKind, Column, DefaultKind, Index, Table};
 use crate::kv::{KvBackend, KvConn, Outcome, canonical_int};
 use crate::stream::write_all_flush;
 use bytes::BytesMut;
@@ -94,7 +94,12 @@ impl KvBackend for MyKv {
                     charset,
                     nullable: r[3].as_deref() == Some(b"YES"),
                     generated: text(&r[6]).to_ascii_lowercase().contains("auto_increment"),
-                    default_null: r[5].is_none(),
+                    default: match &r[5] {
+                        None => DefaultKind::Null,
+                        Some(d) if d.ends_with(b"()") => DefaultKind::Expression,
+                        Some(_) => DefaultKind::Literal,
+                    },
+                    max_chars: max_chars(&ty),
                 }
             })
             .collect();
@@ -159,6 +164,68 @@ fn kind_of(ty: &str) -> ColKind {
     }
 }
 
+/// The length of a `char(n)` / `varchar(n)` / `binary(n)` / `varbinary(n)` column.
+fn max_chars(ty: &str) -> Option<usize> {
+    let (base, rest) = ty.split_once('(')?;
+    if !matches!(base, "char" | "varchar" | "binary" | "varbinary") {
+        return None;
+    }
+    rest.split(')').next()?.parse().ok()
+}
+
+/// A value as the reference stores it into a character column: invalid UTF-8 bytes
+/// become `?` (UTF-8 columns), then it is cut to the column's length.
+fn fit_text(col: &Column, v: &[u8]) -> Vec<u8> {
+    let utf8 = col
+        .charset
+        .as_deref()
+        .is_some_and(|c| c.starts_with("utf8"));
+    let mut out = Vec::with_capacity(v.len());
+    let mut rest = v;
+    if utf8 {
+        while !rest.is_empty() {
+            match std::str::from_utf8(rest) {
+                Ok(_) => {
+                    out.extend_from_slice(rest);
+                    break;
+                }
+                Err(e) => {
+                    let (good, bad) = rest.split_at(e.valid_up_to());
+                    out.extend_from_slice(good);
+                    let n = e.error_len().unwrap_or(bad.len());
+                    out.extend(std::iter::repeat_n(b'?', n));
+                    rest = &bad[n..];
+                }
+            }
+        }
+    } else {
+        out.extend_from_slice(v);
+    }
+    if let Some(max) = col.max_chars {
+        let cut = match std::str::from_utf8(&out) {
+            Ok(s) if utf8 => s.char_indices().nth(max).map(|(i, _)| i),
+            _ => (out.len() > max).then_some(max),
+        };
+        if let Some(cut) = cut {
+            out.truncate(cut);
+        }
+    }
+    out
+}
+
+fn quoted(out: &mut Vec<u8>, v: &[u8]) {
+    out.push(b'\'');
+    for &b in v {
+        match b {
+            b'\'' => out.extend_from_slice(b"\\'"),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            0 => out.extend_from_slice(b"\\0"),
+            _ => out.push(b),
+        }
+    }
+    out.push(b'\'');
+}
+
 /// MySQL's SQL: backquoted names, `<=>`, `LIMIT offset, count`.
 pub struct MyDialect;
 
@@ -179,24 +246,30 @@ impl Dialect for MyDialect {
             out.extend_from_slice(b"NULL");
             return;
         };
-        if let Some(n) = canonical_int(col.kind, v) {
-            out.extend_from_slice(n.as_bytes());
-            return;
-        }
-        if let (ColKind::Text | ColKind::Blob, Some(cs)) = (col.kind, &col.charset) {
-            out.push(b'_');
-            out.extend_from_slice(cs.as_bytes());
-        }
-        out.push(b'\'');
-        for &b in v {
-            match b {
-                b'\'' => out.extend_from_slice(b"\\'"),
-                b'\\' => out.extend_from_slice(b"\\\\"),
-                0 => out.extend_from_slice(b"\\0"),
-                _ => out.push(b),
+        match col.kind {
+            ColKind::Int { .. } => match canonical_int(col.kind, v) {
+                Some(n) => out.extend_from_slice(n.as_bytes()),
+                // As a number column stores a string: its leading number, rounded.
+                None => {
+                    out.extend_from_slice(b"CAST(");
+                    quoted(out, v);
+                    out.extend_from_slice(b" AS DECIMAL(65,0))");
+                }
+            },
+            ColKind::Text | ColKind::Blob => {
+                if let Some(cs) = &col.charset {
+                    out.push(b'_');
+                    out.extend_from_slice(cs.as_bytes());
+                }
+                quoted(out, &fit_text(col, v));
             }
+            ColKind::Other => quoted(out, v),
         }
-        out.push(b'\'');
+    }
+
+    fn zero(&self, out: &mut Vec<u8>, _col: &Column) {
+        // Without strict mode the server turns '' into 0, 0.00 or the zero date.
+        out.extend_from_slice(b"''");
     }
 
     fn null_safe_eq(&self) -> &'static str {

@@ -1,0 +1,300 @@
+//! HandlerSocket conformance: the corpus `tests/hs/corpus.txt` runs against the reference
+//! plugin (MariaDB's `handlersocket.so`, database `hsref`) and against Sluice's
+//! HandlerSocket listeners (database `hssluice`, same MariaDB), and every answer must be
+//! byte-identical; afterwards both databases must hold the same rows. A second test sends
+//! the read-listener part of the corpus pipelined, one write per connection.
+//!
+//! `HS_CONFORMANCE_REFERENCE_ONLY=1` runs the corpus against the plugin only and prints
+//! each request with its answer (and the final tables), to check or extend the corpus
+//! before Sluice serves it:
+//!
+//! ```text
+//! HS_CONFORMANCE_REFERENCE_ONLY=1 cargo nextest run -p sluice --test hs_conformance \
+//!     -j 1 --no-capture
+//! ```
+
+mod common;
+#[path = "common/hs.rs"]
+mod hs;
+
+use hs::{Listener, Request, escape, mismatches, parse_corpus, run_pipelined, run_sequential};
+use hs::{Target, decode};
+use sluice_testkit::{MariaDbOptions, MariaDbServer};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+const SCHEMA: &str = include_str!("hs/schema.sql");
+const CORPUS: &str = include_str!("hs/corpus.txt");
+/// Every table of the schema with its primary key.
+const TABLES: &[(&str, &str)] = &[("t1", "id"), ("t2", "k"), ("t3", "id")];
+const REF_DB: &str = "hsref";
+const SLUICE_DB: &str = "hssluice";
+
+fn reference_only() -> bool {
+    std::env::var("HS_CONFORMANCE_REFERENCE_ONLY").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// MariaDB with the plugin, and both databases created from the schema.
+fn mariadb() -> MariaDbServer {
+    let db = MariaDbServer::start_with(MariaDbOptions {
+        handlersocket: true,
+        ..MariaDbOptions::default()
+    })
+    .expect("start MariaDB with HandlerSocket");
+    for name in [REF_DB, SLUICE_DB] {
+        db.create_database(name).unwrap();
+        db.sql(&SCHEMA.replace("$DB", name))
+            .unwrap_or_else(|e| panic!("schema for {name}: {e:#}"));
+    }
+    db
+}
+
+fn plugin(db: &MariaDbServer) -> Target<'static> {
+    let (read, write) = db.handlersocket_ports().expect("plugin ports");
+    Target {
+        name: "plugin",
+        db: REF_DB,
+        read: SocketAddr::from(([127, 0, 0, 1], read)),
+        write: SocketAddr::from(([127, 0, 0, 1], write)),
+    }
+}
+
+fn config_text(db: &MariaDbServer) -> String {
+    format!(
+        r#"
+[servers.my]
+protocol = "mysql"
+host = "127.0.0.1"
+port = {port}
+
+[clusters.my]
+servers = ["my"]
+
+[handlersocket.hs_read]
+address = "127.0.0.1:0"
+cluster = "my"
+mode = "read-only"
+user = "{user}"
+password = "{pw}"
+
+[handlersocket.hs_write]
+address = "127.0.0.1:0"
+cluster = "my"
+mode = "read-write"
+user = "{user}"
+password = "{pw}"
+"#,
+        port = db.port(),
+        user = db.user(),
+        pw = db.password(),
+    )
+}
+
+/// Sluice in front of `db`, on its own runtime (the test itself uses blocking sockets).
+struct Sluice {
+    rt: tokio::runtime::Runtime,
+    handle: Option<sluice::server::Handle>,
+}
+
+impl Sluice {
+    fn start(db: &MariaDbServer) -> Sluice {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let handle = rt.block_on(common::sluice(&config_text(db)));
+        Sluice {
+            rt,
+            handle: Some(handle),
+        }
+    }
+
+    fn target(&self) -> Target<'static> {
+        let h = self.handle.as_ref().unwrap();
+        Target {
+            name: "sluice",
+            db: SLUICE_DB,
+            read: common::addr(h, "hs_read"),
+            write: common::addr(h, "hs_write"),
+        }
+    }
+}
+
+impl Drop for Sluice {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            self.rt.block_on(h.shutdown(Duration::from_secs(2)));
+        }
+    }
+}
+
+/// Every row of `table` in database `name`, ordered by `pk`, each field escaped
+/// readably (`NULL` for NULL), one line per row.
+fn dump(db: &MariaDbServer, name: &str, table: &str, pk: &str) -> Vec<String> {
+    let cols = db
+        .sql(&format!(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '{name}' \
+             AND TABLE_NAME = '{table}' ORDER BY ORDINAL_POSITION"
+        ))
+        .unwrap();
+    let fields: Vec<String> = cols
+        .lines()
+        .map(|c| format!("HEX(CONCAT(`{c}`))"))
+        .collect();
+    assert!(!fields.is_empty(), "no columns in {name}.{table}");
+    let out = db
+        .sql(&format!(
+            "SELECT {} FROM `{name}`.`{table}` ORDER BY `{pk}`",
+            fields.join(", ")
+        ))
+        .unwrap();
+    out.lines()
+        .map(|row| {
+            row.split('\t')
+                .map(|f| match f {
+                    "NULL" => "NULL".to_owned(),
+                    hex => {
+                        let bytes: Vec<u8> = (0..hex.len())
+                            .step_by(2)
+                            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+                            .collect();
+                        format!("'{}'", escape(&bytes))
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" | ")
+        })
+        .collect()
+}
+
+/// Differences between the two databases' tables, one readable report per table.
+fn table_mismatches(db: &MariaDbServer) -> Vec<String> {
+    let mut out = Vec::new();
+    for &(table, pk) in TABLES {
+        let (a, b) = (dump(db, REF_DB, table, pk), dump(db, SLUICE_DB, table, pk));
+        if a != b {
+            let mut msg = format!("table {table} differs after the corpus:");
+            for i in 0..a.len().max(b.len()) {
+                let (x, y) = (a.get(i), b.get(i));
+                if x != y {
+                    msg.push_str(&format!(
+                        "\n  {REF_DB:>8}: {}\n  {SLUICE_DB:>8}: {}",
+                        x.map_or("<no row>", String::as_str),
+                        y.map_or("<no row>", String::as_str)
+                    ));
+                }
+            }
+            out.push(msg);
+        }
+    }
+    out
+}
+
+fn print_transcript(reqs: &[Request], answers: &[Vec<u8>], db: &str) {
+    for (r, a) in reqs.iter().zip(answers) {
+        println!(
+            "{:>4} {:?} {}\n       -> {}",
+            r.line_no,
+            r.listener,
+            escape(&r.bytes(db)),
+            escape(a)
+        );
+    }
+}
+
+/// Answers that are not answers (connection trouble) mean the corpus is broken.
+fn assert_all_answered(reqs: &[Request], answers: &[Vec<u8>], who: &str) {
+    for (r, a) in reqs.iter().zip(answers) {
+        assert!(
+            a.ends_with(b"\n") && a.iter().filter(|&&b| b == b'\n').count() == 1,
+            "{who} did not answer corpus line {} ({}): {}",
+            r.line_no,
+            r.text,
+            escape(a)
+        );
+    }
+}
+
+fn fail_on(problems: Vec<String>) {
+    if !problems.is_empty() {
+        panic!(
+            "{} mismatch(es) between the plugin and Sluice:\n\n{}",
+            problems.len(),
+            problems.join("\n\n")
+        );
+    }
+}
+
+#[test]
+fn corpus_notation() {
+    assert_eq!(
+        decode(r"a\tb\0\r\\\x01\x7a$DB").unwrap(),
+        b"a\tb\0\r\\\x01\x7a$DB"
+    );
+    assert!(decode(r"\q").is_err());
+    assert!(decode(r"\x4").is_err());
+    assert_eq!(escape(b"a\tb\0\n\x01\xff\\"), r"a\tb\0\n\x01\xff\\");
+    let reqs = parse_corpus(CORPUS);
+    assert!(reqs.len() >= 300, "only {} requests", reqs.len());
+    for r in &reqs {
+        if r.text.starts_with("P\t") || r.text.starts_with(r"P\t") {
+            assert!(r.text.contains("$DB"), "line {}: P without $DB", r.line_no);
+        }
+    }
+    assert!(reqs.iter().any(|r| r.listener == Listener::Write));
+}
+
+#[test]
+fn corpus_answers_match_the_plugin() {
+    let reqs = parse_corpus(CORPUS);
+    let db = mariadb();
+    let want = run_sequential(&reqs, plugin(&db));
+    assert_all_answered(&reqs, &want, "the plugin");
+    if reference_only() {
+        print_transcript(&reqs, &want, REF_DB);
+        for &(table, pk) in TABLES {
+            println!("--- {REF_DB}.{table}");
+            for row in dump(&db, REF_DB, table, pk) {
+                println!("{row}");
+            }
+        }
+        return;
+    }
+    let sluice = Sluice::start(&db);
+    let t = sluice.target();
+    let got = run_sequential(&reqs, t);
+    drop(sluice);
+    let mut problems = mismatches(&reqs, "plugin", &want, t.name, &got);
+    problems.extend(table_mismatches(&db));
+    fail_on(problems);
+}
+
+#[test]
+fn pipelined_read_listener_answers_match_the_plugin() {
+    let reqs: Vec<Request> = parse_corpus(CORPUS)
+        .into_iter()
+        .filter(|r| r.listener == Listener::Read)
+        .collect();
+    let db = mariadb();
+    let want = run_pipelined(&reqs, plugin(&db));
+    assert_all_answered(&reqs, &want, "the plugin");
+    if reference_only() {
+        // The read part must not depend on pipelining: one at a time gives the same.
+        let one_by_one = run_sequential(&reqs, plugin(&db));
+        fail_on(mismatches(
+            &reqs,
+            "pipeline",
+            &want,
+            "one-by-1",
+            &one_by_one,
+        ));
+        println!("{} pipelined read requests agree", reqs.len());
+        return;
+    }
+    let sluice = Sluice::start(&db);
+    let t = sluice.target();
+    let got = run_pipelined(&reqs, t);
+    drop(sluice);
+    fail_on(mismatches(&reqs, "plugin", &want, t.name, &got));
+}

@@ -1,0 +1,161 @@
+//! The HandlerSocket path under load and failure: many connections pipelining lookups
+//! and writes at once (answers checked one by one, the table checked afterwards, and
+//! lookups grouped into shared statements), and a server that dies under a client.
+
+mod common;
+
+use sluice_testkit::MariaDbServer;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+fn config(db: &MariaDbServer, connections: usize) -> String {
+    let hs = |name: &str, mode: &str| {
+        format!(
+            "[handlersocket.{name}]\naddress = \"127.0.0.1:0\"\ncluster = \"my\"\nmode = \"{mode}\"\n\
+             user = \"{}\"\npassword = \"{}\"\nconnections = {connections}\n",
+            db.user(),
+            db.password()
+        )
+    };
+    format!(
+        "[servers.my]\nprotocol = \"mysql\"\nhost = \"127.0.0.1\"\nport = {}\n\n\
+         [clusters.my]\nservers = [\"my\"]\n\n{}\n{}",
+        db.port(),
+        hs("hs_read", "read-only"),
+        hs("hs_write", "read-write")
+    )
+}
+
+/// Sends `lines` in one write and reads one answer per line.
+async fn ask(c: &mut BufReader<TcpStream>, lines: &[String]) -> Vec<String> {
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    c.get_mut().write_all(text.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    for _ in lines {
+        let mut l = String::new();
+        c.read_line(&mut l).await.unwrap();
+        assert!(l.ends_with('\n'), "connection closed: {out:?}");
+        out.push(l.trim_end_matches('\n').to_string());
+    }
+    out
+}
+
+async fn client(a: SocketAddr) -> BufReader<TcpStream> {
+    BufReader::new(TcpStream::connect(a).await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_connections_pipelining_lookups_and_writes() {
+    let db = common::my::mariadb();
+    let mut setup = String::from(
+        "CREATE TABLE test.users (id INT PRIMARY KEY, name VARCHAR(20), hits INT NOT NULL DEFAULT 0);\
+         CREATE TABLE test.log (id INT AUTO_INCREMENT PRIMARY KEY, who INT, what VARCHAR(20));\
+         INSERT INTO test.users (id, name) VALUES ",
+    );
+    let rows: Vec<String> = (1..=500).map(|i| format!("({i}, 'user{i}')")).collect();
+    setup.push_str(&rows.join(","));
+    db.sql(&setup).unwrap();
+    let h = common::sluice(&config(&db, 2)).await;
+    let (read, write) = (common::addr(&h, "hs_read"), common::addr(&h, "hs_write"));
+
+    let mut tasks = Vec::new();
+    for c in 0..16u32 {
+        tasks.push(tokio::spawn(async move {
+            let mut r = client(read).await;
+            let mut w = client(write).await;
+            let open = ask(&mut r, &["P\t1\ttest\tusers\tPRIMARY\tid,name,hits".into()]).await;
+            assert_eq!(open, ["0\t1"]);
+            let open = ask(
+                &mut w,
+                &[
+                    "P\t1\ttest\tusers\tPRIMARY\thits".into(),
+                    "P\t2\ttest\tlog\tPRIMARY\twho,what".into(),
+                ],
+            )
+            .await;
+            assert_eq!(open, ["0\t1", "0\t1"]);
+            for round in 0..10u32 {
+                // 40 pipelined lookups, some of missing keys.
+                let keys: Vec<u32> = (0..40)
+                    .map(|k| (c * 131 + round * 17 + k * 7) % 600 + 1)
+                    .collect();
+                let lines: Vec<String> = keys.iter().map(|k| format!("1\t=\t1\t{k}")).collect();
+                let got = ask(&mut r, &lines).await;
+                for (k, a) in keys.iter().zip(&got) {
+                    if *k <= 500 {
+                        let want = format!("0\t3\t{k}\tuser{k}\t");
+                        assert!(a.starts_with(&want), "key {k}: {a:?}");
+                    } else {
+                        assert_eq!(a, "0\t3", "key {k}");
+                    }
+                }
+                // Writes: an increment of one counter and an insert, pipelined.
+                let id = (c * 10 + round) % 500 + 1;
+                let got = ask(
+                    &mut w,
+                    &[
+                        format!("1\t=\t1\t{id}\t1\t0\t+\t1"),
+                        format!("2\t+\t2\t{c}\tround{round}"),
+                    ],
+                )
+                .await;
+                assert_eq!(got[0], "0\t1\t1");
+                assert!(got[1].starts_with("0\t1\t"), "{got:?}");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let sum = db
+        .sql("SELECT SUM(hits), COUNT(*) FROM test.users")
+        .unwrap();
+    assert_eq!(sum.trim(), "160\t500");
+    let log = db
+        .sql("SELECT COUNT(*), COUNT(DISTINCT id) FROM test.log")
+        .unwrap();
+    assert_eq!(log.trim(), "160\t160");
+    let stats = &h.kv["hs_read"].stats;
+    let (grouped, requests) = (
+        stats.grouped.load(Ordering::Relaxed),
+        stats.requests.load(Ordering::Relaxed),
+    );
+    assert_eq!(requests, 16 * 10 * 40);
+    assert!(
+        grouped >= requests / 2,
+        "only {grouped} of {requests} lookups were grouped"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_server_gives_error_lines_and_the_connection_stays() {
+    let mut db = common::my::mariadb();
+    db.sql(
+        "CREATE TABLE test.t (k INT PRIMARY KEY, v VARCHAR(5)); INSERT INTO test.t VALUES (1, 'a')",
+    )
+    .unwrap();
+    let h = common::sluice(&config(&db, 1)).await;
+    let mut c = client(common::addr(&h, "hs_write")).await;
+    let lines = [
+        "P\t1\ttest\tt\tPRIMARY\tk,v".to_string(),
+        "1\t=\t1\t1".to_string(),
+    ];
+    assert_eq!(ask(&mut c, &lines).await, ["0\t1", "0\t2\t1\ta"]);
+    db.kill();
+    let got = ask(
+        &mut c,
+        &["1\t=\t1\t1".into(), "1\t+\t2\t2\tb".into(), "X".into()],
+    )
+    .await;
+    assert_eq!(got, ["1\t1\tserver_gone", "1\t1\tserver_gone", "2\t1\tcmd"]);
+    db.restart().unwrap();
+    // The next batch opens a new server connection; the open index is still there.
+    assert_eq!(ask(&mut c, &["1\t=\t1\t1".into()]).await, ["0\t2\t1\ta"]);
+    assert_eq!(ask(&mut c, &["1\t+\t2\t2\tb".into()]).await, ["0\t1"]);
+    assert_eq!(
+        db.sql("SELECT v FROM test.t WHERE k = 2").unwrap().trim(),
+        "b"
+    );
+}
