@@ -73,13 +73,13 @@ password = "pw"
 "#;
     let errors = parse(text, "hs.toml").expect_err("invalid").to_string();
     for needle in [
-        "hs.toml:13",
+        "hs.toml:11",
         "cluster \"nope\" does not exist",
-        "hs.toml:14",
+        "hs.toml:12",
         "read-only",
-        "hs.toml:17",
+        "hs.toml:15",
         "connections",
-        "hs.toml:20",
+        "hs.toml:18",
         "is already used by [handlersocket.kv]",
     ] {
         assert!(errors.contains(needle), "{needle:?} not in:\n{errors}");
@@ -360,6 +360,7 @@ fn every_key_is_documented_and_in_the_reference_example() {
         USER_KEYS,
         POOL_KEYS,
         LISTENER_KEYS,
+        crate::handlersocket::HANDLERSOCKET_KEYS,
     ] {
         for key in keys {
             assert!(
