@@ -130,10 +130,14 @@ fn kv_for(
                 l.connections,
             ))
         }
-        sluice_config::Protocol::Postgres => anyhow::bail!(
-            "handlersocket \"{}\": PostgreSQL clusters are not supported yet",
-            l.name
-        ),
+        sluice_config::Protocol::Postgres => Ok(crate::kv::Kv::start(
+            crate::backend::pg::kv::PgKv {
+                target,
+                creds,
+                database: l.database.clone(),
+            },
+            l.connections,
+        )),
     }
 }
 

@@ -53,6 +53,7 @@ pub async fn run<C: KvConn>(
     let mut pending: Vec<Pending> = Vec::with_capacity(reqs.len());
     let mut groups: Vec<(Vec<usize>, Option<Outcome>)> = Vec::new();
     let writes = reqs.iter().any(Req::writes);
+    let guard = writes && d.failure_aborts_transaction();
     let mut round: Vec<Stmt> = Vec::new();
     if writes {
         round.push(Stmt {
@@ -111,7 +112,14 @@ pub async fn run<C: KvConn>(
                 });
                 if f.modify.is_some() {
                     // Its writes depend on what it reads: run the round now.
-                    execute(conn, std::mem::take(&mut round), &mut pending, &mut groups).await?;
+                    execute(
+                        conn,
+                        std::mem::take(&mut round),
+                        &mut pending,
+                        &mut groups,
+                        guard,
+                    )
+                    .await?;
                     round = modify_writes(d, r, i, f, &mut pending, &mut answers);
                 }
             }
@@ -124,7 +132,7 @@ pub async fn run<C: KvConn>(
             req: None,
         });
     }
-    execute(conn, round, &mut pending, &mut groups).await?;
+    execute(conn, round, &mut pending, &mut groups, guard).await?;
     for (members, outcome) in &groups {
         answer_group(reqs, members, outcome.as_ref(), &mut answers);
     }
@@ -365,39 +373,74 @@ fn arithmetic(
 }
 
 /// Runs one round, sending again what an error stopped; outcomes go to their requests.
+/// With `guard` (a writing batch on a server where a failed statement aborts the whole
+/// transaction), each request's statement runs under a savepoint, rolled back to when
+/// it fails, so its neighbours' writes stay.
 async fn execute<C: KvConn>(
     conn: &mut C,
     mut stmts: Vec<Stmt>,
     pending: &mut [Pending],
     groups: &mut [(Vec<usize>, Option<Outcome>)],
+    guard: bool,
 ) -> Result<(), Error> {
-    while !stmts.is_empty() {
+    let mut rollback = false;
+    while !stmts.is_empty() || rollback {
         let mut text = Vec::new();
-        for (k, s) in stmts.iter().enumerate() {
-            if k > 0 {
+        // Which statement each one sent is (None: savepoint bookkeeping).
+        let mut sent: Vec<Option<usize>> = Vec::new();
+        let mut push = |text: &mut Vec<u8>, sql: &[u8], which: Option<usize>| {
+            if !text.is_empty() {
                 text.push(b';');
             }
-            text.extend_from_slice(&s.sql);
+            text.extend_from_slice(sql);
+            sent.push(which);
+        };
+        if std::mem::take(&mut rollback) {
+            push(&mut text, b"ROLLBACK TO SAVEPOINT kv", None);
+        }
+        for (k, st) in stmts.iter().enumerate() {
+            let guarded = guard && st.req.is_some();
+            if guarded {
+                push(&mut text, b"SAVEPOINT kv", None);
+            }
+            push(&mut text, &st.sql, Some(k));
+            if guarded {
+                push(&mut text, b"RELEASE SAVEPOINT kv", None);
+            }
         }
         let outcomes = conn.run(&text).await?;
-        let ran = outcomes.len();
+        let mut done = 0;
         let mut failed_req = None;
-        for (s, o) in stmts.iter().zip(outcomes) {
+        let mut stuck = false;
+        for (which, o) in sent.iter().zip(outcomes) {
             let failed = matches!(o, Outcome::Failed { .. });
-            if let Some(r) = s.req {
+            let Some(k) = *which else {
+                // BEGIN, COMMIT or a savepoint failed: nothing more can run.
+                stuck |= failed;
+                continue;
+            };
+            done = k + 1;
+            if let Some(r) = stmts[k].req {
                 if failed {
                     failed_req = Some(r);
+                    rollback = guard;
                 }
                 deliver(r, o, pending, groups);
             }
         }
+        if stuck {
+            tracing::warn!(
+                "a key-value transaction statement failed; the rest of the batch is not run"
+            );
+            break;
+        }
         // The server stops at the first error: send the rest again, less the failed
         // request's own statements.
-        stmts = stmts.split_off(ran.min(stmts.len()));
-        if let Some(r) = failed_req {
-            stmts.retain(|s| s.req != Some(r));
-        } else if ran == 0 {
-            break;
+        stmts = stmts.split_off(done.min(stmts.len()));
+        match failed_req {
+            Some(r) => stmts.retain(|s| s.req != Some(r)),
+            None if done == 0 && !stmts.is_empty() => break,
+            None => {}
         }
     }
     Ok(())
@@ -430,6 +473,23 @@ fn outcome_error(out: &mut Vec<u8>, o: &Outcome) {
 }
 
 fn answer_insert(out: &mut Vec<u8>, r: &Req, o: Option<Outcome>) {
+    // The generated value: reported by the server, or returned as a row.
+    let o = match o {
+        Some(Outcome::Rows(rows)) => {
+            let id = rows
+                .first()
+                .and_then(|r| r.first())
+                .and_then(|v| v.as_deref());
+            let id = id
+                .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
+                .unwrap_or(0);
+            Some(Outcome::Done {
+                affected: 1,
+                insert_id: id,
+            })
+        }
+        o => o,
+    };
     match o {
         Some(Outcome::Done { insert_id, .. }) => {
             let t = &r.index.table;

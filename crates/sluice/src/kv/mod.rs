@@ -264,6 +264,35 @@ pub fn canonical_int(kind: ColKind, v: &[u8]) -> Option<String> {
     Some(n.clamp(min, max).to_string())
 }
 
+/// A number as a number column stores a string: its leading integer, rounded by the
+/// first decimal (`4.6` is 5, `12abc` is 12, `abc` is 0), clipped to the column.
+pub fn lenient_int(kind: ColKind, v: &[u8]) -> String {
+    let s = v.trim_ascii_start();
+    let (neg, rest) = match s.first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let digits: Vec<u8> = rest
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .copied()
+        .collect();
+    let after = &rest[digits.len()..];
+    let round_up = after.first() == Some(&b'.')
+        && after
+            .get(1)
+            .is_some_and(|d| *d >= b'5' && d.is_ascii_digit());
+    let mut n: i128 = digits
+        .iter()
+        .fold(0i128, |n, d| (n * 10 + i128::from(d - b'0')).min(1 << 70));
+    if round_up {
+        n += 1;
+    }
+    let n = if neg { -n } else { n };
+    canonical_int(kind, n.to_string().as_bytes()).unwrap_or_else(|| "0".to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,6 +309,10 @@ mod tests {
         assert_eq!(canonical_int(tiny, b"7a"), None);
         assert_eq!(canonical_int(tiny, b""), None);
         assert_eq!(canonical_int(ColKind::Text, b"1"), None);
+        assert_eq!(lenient_int(tiny, b"4.6"), "5");
+        assert_eq!(lenient_int(tiny, b" 12abc"), "12");
+        assert_eq!(lenient_int(tiny, b"abc"), "0");
+        assert_eq!(lenient_int(tiny, b"-4.5"), "-5");
         let big = ColKind::Int {
             min: 0,
             max: u64::MAX.into(),

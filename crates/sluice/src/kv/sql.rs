@@ -13,21 +13,28 @@ pub trait Dialect: Send + Sync + 'static {
     fn ident(&self, out: &mut Vec<u8>, name: &str);
     /// Appends a value as a literal for column `col` (None: NULL).
     fn literal(&self, out: &mut Vec<u8>, col: &Column, v: Option<&[u8]>);
-    /// The NULL-safe equality operator (`<=>`, `IS NOT DISTINCT FROM`).
-    fn null_safe_eq(&self) -> &'static str;
     /// Appends what follows a sort column (`ASC`, `DESC NULLS LAST`, ...) so that NULLs
     /// come first in ascending order.
     fn order(&self, out: &mut Vec<u8>, descending: bool);
     /// Appends the LIMIT clause.
     fn limit(&self, out: &mut Vec<u8>, offset: u64, count: u64);
-    /// A column's value as a signed 64-bit integer, for `+` and `-`.
-    fn as_signed(&self, out: &mut Vec<u8>, col: &str);
+    /// A column's value as a signed 64-bit integer, for `+` and `-` (NULL where it has
+    /// none).
+    fn as_signed(&self, out: &mut Vec<u8>, col: &Column);
     /// The value a column holds when the reference clears its NULL flag without giving
     /// it a value: the empty string, zero, the zero date.
     fn zero(&self, out: &mut Vec<u8>, col: &Column);
+    /// Whether a failed statement aborts the transaction it runs in (PostgreSQL), so
+    /// that writes need a savepoint each.
+    fn failure_aborts_transaction(&self) -> bool {
+        false
+    }
+    /// Appends what makes an INSERT answer the generated value, where the server does
+    /// not report it by itself (`RETURNING`).
+    fn returning(&self, _out: &mut Vec<u8>, _generated: &Column) {}
 }
 
-/// Appends `db.table`.
+/// Appends `db.table` (on PostgreSQL: schema and table).
 pub fn table_name(d: &dyn Dialect, out: &mut Vec<u8>, t: &Table) {
     d.ident(out, &t.db);
     out.push(b'.');
@@ -55,13 +62,19 @@ pub fn condition(d: &dyn Dialect, out: &mut Vec<u8>, col: &Column, cmp: Cmp, v: 
         (Cmp::Always, _) | (Cmp::Ge, false) => out.extend_from_slice(b"TRUE"),
         (Cmp::Gt, false) => put(out, &[&c, b" IS NOT NULL"]),
         (Cmp::Le, false) => put(out, &[&c, b" IS NULL"]),
-        (Cmp::Eq | Cmp::Ne, _) => {
-            if cmp == Cmp::Ne {
-                out.extend_from_slice(b"NOT ");
-            }
-            put(out, &[b"(", &c, b" ", d.null_safe_eq().as_bytes(), b" "]);
+        (Cmp::Eq, false) => put(out, &[&c, b" IS NULL"]),
+        (Cmp::Ne, false) => put(out, &[&c, b" IS NOT NULL"]),
+        // A value is never NULL here, so `=` is the NULL-safe equality (and uses indexes
+        // on every server).
+        (Cmp::Eq, true) => {
+            put(out, &[b"(", &c, b" = "]);
             lit(out);
             out.push(b')');
+        }
+        (Cmp::Ne, true) => {
+            put(out, &[b"(", &c, b" <> "]);
+            lit(out);
+            put(out, &[b" OR ", &c, b" IS NULL)"]);
         }
         (Cmp::Gt | Cmp::Ge, true) => {
             let op: &[u8] = if cmp == Cmp::Gt { b" > " } else { b" >= " };
@@ -180,9 +193,9 @@ pub fn find(
         if !std::mem::take(&mut first) {
             out.extend_from_slice(b", ");
         }
-        out.push(b'(');
+        out.extend_from_slice(b"CASE WHEN ");
         condition(d, out, &t.columns[x.column], x.cmp, x.value.as_deref());
-        out.push(b')');
+        out.extend_from_slice(b" THEN 1 ELSE 0 END");
     }
     columns(d, out, t, key_cols, &mut first);
     if extras.signed {
@@ -190,9 +203,7 @@ pub fn find(
             if !std::mem::take(&mut first) {
                 out.extend_from_slice(b", ");
             }
-            let mut name = Vec::new();
-            d.ident(&mut name, &t.columns[c].name);
-            d.as_signed(out, &String::from_utf8_lossy(&name));
+            d.as_signed(out, &t.columns[c]);
         }
     }
     if first {
@@ -218,6 +229,9 @@ pub fn find(
         if !std::mem::take(&mut first) {
             out.extend_from_slice(b", ");
         }
+        // Qualified: the select list may name a column twice.
+        table_name(d, out, t);
+        out.push(b'.');
         d.ident(out, &t.columns[c].name);
         d.order(out, desc);
     }
@@ -264,7 +278,20 @@ pub fn lookup(d: &dyn Dialect, out: &mut Vec<u8>, ix: &OpenIndex, keys: &[&[u8]]
 /// the zero value; a generated column not given is generated.
 pub fn insert(d: &dyn Dialect, out: &mut Vec<u8>, ix: &OpenIndex, values: &[Val]) {
     let t = &ix.table;
-    let given = &ix.columns[..values.len()];
+    // A generated column given 0, nothing or NULL is generated.
+    let generates = |c: usize, v: &Val| {
+        let col = &t.columns[c];
+        col.generated
+            && v.as_deref()
+                .is_none_or(|v| super::lenient_int(col.kind, v) == "0")
+    };
+    let (given, values): (Vec<usize>, Vec<Val>) = ix.columns[..values.len()]
+        .iter()
+        .zip(values)
+        .filter(|(c, v)| !generates(**c, v))
+        .map(|(c, v)| (*c, v.clone()))
+        .unzip();
+    let given = &given[..];
     let zeroed: Vec<usize> = (0..t.columns.len())
         .filter(|c| !given.contains(c))
         .filter(|&c| !t.columns[c].generated && t.columns[c].default != DefaultKind::Literal)
@@ -294,6 +321,9 @@ pub fn insert(d: &dyn Dialect, out: &mut Vec<u8>, ix: &OpenIndex, values: &[Val]
         }
     }
     out.push(b')');
+    if let Some(g) = t.generated() {
+        d.returning(out, &t.columns[g]);
+    }
 }
 
 /// Appends ` WHERE` and the row key's columns equal to `key`.

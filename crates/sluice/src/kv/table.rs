@@ -23,6 +23,8 @@ pub enum ColKind {
 #[derive(Debug, Clone)]
 pub struct Column {
     pub name: String,
+    /// The server's name of the type (`int(10) unsigned`, `character varying(20)`, ...).
+    pub type_name: String,
     pub kind: ColKind,
     /// The character set of a text column, for literals (`utf8mb4`, ...).
     pub charset: Option<String>,
@@ -77,6 +79,46 @@ impl Table {
     pub fn generated(&self) -> Option<usize> {
         self.columns.iter().position(|c| c.generated)
     }
+}
+
+/// A value as the reference stores it into a character column: on UTF-8 columns each
+/// byte of an invalid sequence becomes `?`; then it is cut to the column's length.
+pub fn fit_text(col: &Column, v: &[u8]) -> Vec<u8> {
+    let utf8 = col
+        .charset
+        .as_deref()
+        .is_some_and(|c| c.starts_with("utf8"));
+    let mut out = Vec::with_capacity(v.len());
+    let mut rest = v;
+    if utf8 {
+        while !rest.is_empty() {
+            match std::str::from_utf8(rest) {
+                Ok(_) => {
+                    out.extend_from_slice(rest);
+                    break;
+                }
+                Err(e) => {
+                    let (good, bad) = rest.split_at(e.valid_up_to());
+                    out.extend_from_slice(good);
+                    let n = e.error_len().unwrap_or(bad.len());
+                    out.extend(std::iter::repeat_n(b'?', n));
+                    rest = &bad[n..];
+                }
+            }
+        }
+    } else {
+        out.extend_from_slice(v);
+    }
+    if let Some(max) = col.max_chars {
+        let cut = match std::str::from_utf8(&out) {
+            Ok(s) if utf8 => s.char_indices().nth(max).map(|(i, _)| i),
+            _ => (out.len() > max).then_some(max),
+        };
+        if let Some(cut) = cut {
+            out.truncate(cut);
+        }
+    }
+    out
 }
 
 /// An index opened by a `P` request.
@@ -167,6 +209,7 @@ mod tests {
     fn table() -> Arc<Table> {
         let col = |name: &str| Column {
             name: name.into(),
+            type_name: String::new(),
             kind: ColKind::Other,
             charset: None,
             nullable: true,

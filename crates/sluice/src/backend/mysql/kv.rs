@@ -7,7 +7,7 @@ use super::{Opener, ServerConn, login, read_packet};
 use crate::backend::LoginError;
 use crate::error::{Error, Kind, Result, Side};
 use crate::kv::sql::Dialect;
-use crate::kv::table::{ColKind, Column, DefaultKind, Index, Table};
+use crate::kv::table::{ColKind, Column, DefaultKind, Index, Table, fit_text};
 use crate::kv::{KvBackend, KvConn, Outcome, canonical_int};
 use crate::stream::write_all_flush;
 use bytes::BytesMut;
@@ -90,6 +90,7 @@ impl KvBackend for MyKv {
                 });
                 Column {
                     name: text(&r[0]),
+                    type_name: ty.clone(),
                     kind: kind_of(&ty),
                     charset,
                     nullable: r[3].as_deref() == Some(b"YES"),
@@ -173,46 +174,6 @@ fn max_chars(ty: &str) -> Option<usize> {
     rest.split(')').next()?.parse().ok()
 }
 
-/// A value as the reference stores it into a character column: invalid UTF-8 bytes
-/// become `?` (UTF-8 columns), then it is cut to the column's length.
-fn fit_text(col: &Column, v: &[u8]) -> Vec<u8> {
-    let utf8 = col
-        .charset
-        .as_deref()
-        .is_some_and(|c| c.starts_with("utf8"));
-    let mut out = Vec::with_capacity(v.len());
-    let mut rest = v;
-    if utf8 {
-        while !rest.is_empty() {
-            match std::str::from_utf8(rest) {
-                Ok(_) => {
-                    out.extend_from_slice(rest);
-                    break;
-                }
-                Err(e) => {
-                    let (good, bad) = rest.split_at(e.valid_up_to());
-                    out.extend_from_slice(good);
-                    let n = e.error_len().unwrap_or(bad.len());
-                    out.extend(std::iter::repeat_n(b'?', n));
-                    rest = &bad[n..];
-                }
-            }
-        }
-    } else {
-        out.extend_from_slice(v);
-    }
-    if let Some(max) = col.max_chars {
-        let cut = match std::str::from_utf8(&out) {
-            Ok(s) if utf8 => s.char_indices().nth(max).map(|(i, _)| i),
-            _ => (out.len() > max).then_some(max),
-        };
-        if let Some(cut) = cut {
-            out.truncate(cut);
-        }
-    }
-    out
-}
-
 fn quoted(out: &mut Vec<u8>, v: &[u8]) {
     out.push(b'\'');
     for &b in v {
@@ -272,10 +233,6 @@ impl Dialect for MyDialect {
         out.extend_from_slice(b"''");
     }
 
-    fn null_safe_eq(&self) -> &'static str {
-        "<=>"
-    }
-
     fn order(&self, out: &mut Vec<u8>, descending: bool) {
         out.extend_from_slice(if descending { b" DESC" } else { b" ASC" });
     }
@@ -284,8 +241,10 @@ impl Dialect for MyDialect {
         out.extend_from_slice(format!(" LIMIT {offset}, {count}").as_bytes());
     }
 
-    fn as_signed(&self, out: &mut Vec<u8>, col: &str) {
-        out.extend_from_slice(format!("CAST({col} AS SIGNED)").as_bytes());
+    fn as_signed(&self, out: &mut Vec<u8>, col: &Column) {
+        out.extend_from_slice(b"CAST(");
+        self.ident(out, &col.name);
+        out.extend_from_slice(b" AS SIGNED)");
     }
 }
 

@@ -3,6 +3,7 @@
 //! Sluice runs on it by itself (login, reset).
 
 mod connect;
+pub mod kv;
 
 pub use crate::backend::{Credentials, LoginError, Target};
 pub use connect::{connect_stream, finish_startup, login};
