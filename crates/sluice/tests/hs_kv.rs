@@ -159,3 +159,73 @@ async fn a_dead_server_gives_error_lines_and_the_connection_stays() {
         "b"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_and_limits() {
+    let db = common::my::mariadb();
+    db.sql(
+        "CREATE TABLE test.t (k INT PRIMARY KEY, v VARCHAR(5)); INSERT INTO test.t VALUES (1, 'a')",
+    )
+    .unwrap();
+    let extra = "secret = \"s3cret\"\nmax_line_length = 100\nmax_open_indexes = 4\nmax_client_connections = 2\n";
+    let text = config(&db, 1).replace("connections = 1\n", &format!("connections = 1\n{extra}"));
+    let h = common::sluice(&text).await;
+    let a = common::addr(&h, "hs_read");
+    let mut c = client(a).await;
+    // Before auth: P and exec refused, unknown commands still `cmd`; a wrong type, a
+    // wrong key; then the right one.
+    let got = ask(
+        &mut c,
+        &[
+            "P\t1\ttest\tt\tPRIMARY\tk,v".into(),
+            "1\t=\t1\t1".into(),
+            "Z".into(),
+            "A\t2\ts3cret".into(),
+            "A\t1\twrong".into(),
+            "P\t1\ttest\tt\tPRIMARY\tk,v".into(),
+            "A\t1\ts3cret".into(),
+            "P\t1\ttest\tt\tPRIMARY\tk,v".into(),
+            "1\t=\t1\t1".into(),
+            "P\t4\ttest\tt\tPRIMARY\tk,v".into(),
+        ],
+    )
+    .await;
+    assert_eq!(
+        got,
+        [
+            "3\t1\tunauth",
+            "3\t1\tunauth",
+            "2\t1\tcmd",
+            "3\t1\tauthtype",
+            "3\t1\tunauth",
+            "3\t1\tunauth",
+            "0\t1",
+            "0\t1",
+            "0\t2\t1\ta",
+            "2\t1\tstmtnum",
+        ]
+    );
+    // A failed A takes the authorisation back.
+    let got = ask(&mut c, &["A\t1\tnope".into(), "1\t=\t1\t1".into()]).await;
+    assert_eq!(got, ["3\t1\tunauth", "3\t1\tunauth"]);
+    // A third client is over the listener's cap: closed at once.
+    let _second = client(a).await;
+    let mut third = client(a).await;
+    let mut l = String::new();
+    let n = tokio::time::timeout(std::time::Duration::from_secs(10), third.read_line(&mut l))
+        .await
+        .expect("closed, not hung")
+        .unwrap();
+    assert_eq!(n, 0);
+    // A line over the cap is answered and the connection closed.
+    let long = format!("A\t1\t{}", "x".repeat(200));
+    c.get_mut()
+        .write_all(format!("{long}\n").as_bytes())
+        .await
+        .unwrap();
+    let mut l = String::new();
+    c.read_line(&mut l).await.unwrap();
+    assert_eq!(l, "2\t1\ttoolong\n");
+    let mut l = String::new();
+    assert_eq!(c.read_line(&mut l).await.unwrap(), 0);
+}
