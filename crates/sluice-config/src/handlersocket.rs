@@ -24,6 +24,8 @@ pub(crate) const HANDLERSOCKET_KEYS: &[&str] = &[
     "max_line_length",
     "max_open_indexes",
     "max_client_connections",
+    "tls_cert_file",
+    "tls_key_file",
 ];
 
 /// Upper bound of `max_open_indexes` (index ids are below it).
@@ -79,6 +81,21 @@ pub(crate) fn read_handlersocket(
     let max_client_connections = r
         .count("max_client_connections", 1, u32::MAX as usize)
         .unwrap_or(DEFAULT_MAX_CLIENT_CONNECTIONS);
+    let tls_cert_file = r.path("tls_cert_file");
+    let tls_key_file = r.path("tls_key_file");
+    match (&tls_cert_file, &tls_key_file) {
+        (Some(c), Some(k)) => {
+            r.check_readable("tls_cert_file", c);
+            r.check_readable("tls_key_file", k);
+        }
+        (Some(_), None) if !r.has("tls_key_file") => {
+            r.error("tls_cert_file", "TLS needs tls_key_file too")
+        }
+        (None, Some(_)) if !r.has("tls_cert_file") => {
+            r.error("tls_key_file", "TLS needs tls_cert_file too")
+        }
+        _ => {}
+    }
     r.facts().listeners.push(ListenerFacts {
         section,
         name: name.to_string(),
@@ -101,6 +118,8 @@ pub(crate) fn read_handlersocket(
             max_line,
             max_open_indexes,
             max_client_connections,
+            tls_cert_file,
+            tls_key_file,
         })
     })
 }

@@ -374,6 +374,9 @@ pub struct HsListener {
     /// Index ids a client may open are below this.
     pub max_open_indexes: usize,
     pub max_client_connections: usize,
+    /// With both: TLS from the first byte (clients must use TLS).
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_key_file: Option<PathBuf>,
 }
 
 static FALLBACK_POOL: LazyLock<Pool> = LazyLock::new(|| Pool::with_defaults(DEFAULT_POOL_NAME));

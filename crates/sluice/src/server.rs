@@ -60,7 +60,15 @@ pub async fn start(config: Config) -> Result<Handle> {
     for l in config.handlersocket.values() {
         let kv = kv_for(&shared, &config, l)?;
         kvs.insert(l.name.clone(), kv.clone());
+        let tls = match (&l.tls_cert_file, &l.tls_key_file) {
+            (Some(c), Some(k)) => Some(
+                crate::tls::acceptor(c, k)
+                    .with_context(|| format!("handlersocket \"{}\": TLS set-up", l.name))?,
+            ),
+            _ => None,
+        };
         let ctx = Arc::new(crate::frontend::hs::HsCtx {
+            tls,
             kv,
             cfg: l.clone(),
             clients: Default::default(),

@@ -229,3 +229,66 @@ async fn secret_and_limits() {
     let mut l = String::new();
     assert_eq!(c.read_line(&mut l).await.unwrap(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_listener() {
+    use std::sync::Arc;
+    let db = common::my::mariadb();
+    db.sql(
+        "CREATE TABLE test.t (k INT PRIMARY KEY, v VARCHAR(5)); INSERT INTO test.t VALUES (1, 'a')",
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = sluice_testkit::tls_files(dir.path()).unwrap();
+    let extra = format!(
+        "tls_cert_file = \"{}\"\ntls_key_file = \"{}\"\n",
+        cert.display(),
+        key.display()
+    );
+    let text = config(&db, 1).replace("connections = 1\n", &format!("connections = 1\n{extra}"));
+    let h = common::sluice(&text).await;
+    let a = common::addr(&h, "hs_read");
+    let mut roots = rustls::RootCertStore::empty();
+    let pem = std::fs::read(&ca).unwrap();
+    for c in rustls_pemfile::certs(&mut &pem[..]) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = TcpStream::connect(a).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    let mut c = BufReader::new(tls);
+    c.get_mut()
+        .write_all(b"P\t1\ttest\tt\tPRIMARY\tk,v\n1\t=\t1\t1\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let mut l = String::new();
+        c.read_line(&mut l).await.unwrap();
+        got.push(l);
+    }
+    assert_eq!(got, ["0\t1\n", "0\t2\t1\ta\n"]);
+    // Plain text on a TLS listener gets a TLS alert, no answer, and the connection is
+    // closed.
+    let mut plain = TcpStream::connect(a).await.unwrap();
+    plain
+        .write_all(b"P\t1\ttest\tt\tPRIMARY\tk,v\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let read = tokio::io::AsyncReadExt::read_to_end(&mut plain, &mut got);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(15), read)
+        .await
+        .expect("closed, not hung");
+    assert!(!got.starts_with(b"0\t"), "{got:?}");
+}

@@ -8,24 +8,29 @@ use crate::kv::Kv;
 use crate::kv::request::{Req, check};
 use crate::kv::table::OpenIndex;
 use crate::shared::{ClientSlot, Shared};
+use crate::stream::Stream;
 use bytes::{Buf, BytesMut};
 use sluice_config::{HsListener, HsMode};
 use sluice_wire_hs::request::{Request, Slots, parse};
 use sluice_wire_hs::{error as error_line, line, line_end, unescape};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// What a HandlerSocket listener's clients share.
 pub struct HsCtx {
     pub cfg: HsListener,
+    /// TLS from the first byte, when the listener has a certificate.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
     pub kv: Arc<Kv>,
     pub clients: AtomicUsize,
 }
 
 /// Bytes read at a time.
 const READ_SIZE: usize = 4096;
+/// How long a client has for its TLS handshake.
+const TLS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A client's open indexes and authorisation.
 struct Conn {
@@ -64,12 +69,7 @@ fn ok() -> Part {
 }
 
 /// Serves one client until it leaves, sends `/`, or Sluice shuts down.
-pub async fn serve(
-    shared: Arc<Shared>,
-    ctx: Arc<HsCtx>,
-    mut tcp: TcpStream,
-    slot: Option<ClientSlot>,
-) {
+pub async fn serve(shared: Arc<Shared>, ctx: Arc<HsCtx>, tcp: TcpStream, slot: Option<ClientSlot>) {
     let over = ctx.clients.fetch_add(1, Ordering::AcqRel) >= ctx.cfg.max_client_connections;
     let _count = Counted(&ctx.clients);
     if slot.is_none() || over {
@@ -80,24 +80,25 @@ pub async fn serve(
         slots: Vec::new(),
         authed: ctx.cfg.secret.is_none(),
     };
+    let mut stream = match &ctx.tls {
+        None => Stream::Plain(tcp),
+        Some(acceptor) => match tokio::time::timeout(TLS_TIMEOUT, acceptor.accept(tcp)).await {
+            Ok(Ok(s)) => Stream::TlsServer(Box::new(s)),
+            _ => return,
+        },
+    };
     let mut buf = BytesMut::new();
     let mut shutdown = shared.shutdown.clone();
     loop {
-        tokio::select! {
-            r = tcp.readable() => if r.is_err() { break },
+        let read = tokio::select! {
+            r = read_some(&mut stream, &mut buf) => r,
             _ = shutdown.wait_for(|s| *s) => break,
-        }
-        if buf.capacity() - buf.len() < READ_SIZE {
-            buf.reserve(READ_SIZE);
-        }
-        match tcp.try_read_buf(&mut buf) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(_) => break,
+        };
+        if !matches!(read, Ok(n) if n > 0) {
+            break;
         }
         let (out, consumed, close) = handle(&ctx, &mut conn, &buf).await;
-        if !out.is_empty() && tcp.write_all(&out).await.is_err() {
+        if !out.is_empty() && stream.write_all(&out).await.is_err() {
             break;
         }
         if close {
@@ -106,6 +107,30 @@ pub async fn serve(
         buf.advance(consumed);
         if buf.is_empty() {
             buf = BytesMut::new();
+        }
+    }
+}
+
+/// Reads what the socket has. A plain socket is waited on without a buffer, so an idle
+/// client holds none; TLS keeps its buffer while it waits.
+async fn read_some(stream: &mut Stream, buf: &mut BytesMut) -> std::io::Result<usize> {
+    let reserve = |buf: &mut BytesMut| {
+        if buf.capacity() - buf.len() < READ_SIZE {
+            buf.reserve(READ_SIZE);
+        }
+    };
+    match stream {
+        Stream::Plain(tcp) => loop {
+            tcp.readable().await?;
+            reserve(buf);
+            match tcp.try_read_buf(buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                r => return r,
+            }
+        },
+        other => {
+            reserve(buf);
+            other.read_buf(buf).await
         }
     }
 }
