@@ -6,7 +6,6 @@ use std::ops::Range;
 
 use toml_edit::Item;
 
-use crate::address::check_listen_address;
 use crate::reader::{Ctx, ObjectReader};
 use crate::schema::*;
 use crate::secret::Secret;
@@ -39,15 +38,7 @@ pub(crate) fn read_handlersocket(
 ) -> Option<HsListener> {
     let section = "handlersocket";
     let mut r = ObjectReader::new(ctx, section, Some(name), header, item, HANDLERSOCKET_KEYS)?;
-    let address = r
-        .required_string("address")
-        .and_then(|a| match check_listen_address(&a) {
-            Ok(()) => Some(a),
-            Err(e) => {
-                r.error("address", e);
-                None
-            }
-        });
+    let address = r.listen_address("address");
     let cluster = r.required_string("cluster");
     let mode = r.choice("mode", HsMode::ALL).unwrap_or(HsMode::ReadOnly);
     let user = r.required_string("user");

@@ -301,6 +301,18 @@ impl<'c, 'o, 't> ObjectReader<'c, 'o, 't> {
         self.string_items(key)?.into_iter().collect()
     }
 
+    /// A required listen address (`host:port`), checked.
+    pub(crate) fn listen_address(&mut self, key: &str) -> Option<String> {
+        let a = self.required_string(key)?;
+        match crate::address::check_listen_address(&a) {
+            Ok(()) => Some(a),
+            Err(e) => {
+                self.error(key, e);
+                None
+            }
+        }
+    }
+
     /// A password in any of the forms [`Secret::parse`] accepts.
     pub(crate) fn secret(&mut self, key: &str) -> Option<Secret> {
         let s = self.string(key)?;

@@ -10,7 +10,7 @@ use std::ops::Range;
 
 use toml_edit::{Item, Table};
 
-use crate::address::{check_host, check_listen_address};
+use crate::address::check_host;
 use crate::reader::{Ctx, ObjectReader, describe, key_span};
 use crate::schema::*;
 use crate::secret::Secret;
@@ -409,15 +409,7 @@ fn read_listener(
         true => r.choice("protocol", Protocol::ALL),
         false => r.missing("protocol"),
     };
-    let address = r
-        .required_string("address")
-        .and_then(|a| match check_listen_address(&a) {
-            Ok(()) => Some(a),
-            Err(e) => {
-                r.error("address", e);
-                None
-            }
-        });
+    let address = r.listen_address("address");
     let cluster = r.required_string("cluster");
     let pool = r.nonempty_string("pool");
     let auth = r

@@ -34,6 +34,19 @@ pub trait Dialect: Send + Sync + 'static {
     fn returning(&self, _out: &mut Vec<u8>, _generated: &Column) {}
 }
 
+/// Appends `s` between two `quote` bytes, doubling each `quote` inside (quoted names on
+/// both servers, PostgreSQL's string literals).
+pub fn quote_doubled(out: &mut Vec<u8>, quote: u8, s: &[u8]) {
+    out.push(quote);
+    for &b in s {
+        if b == quote {
+            out.push(quote);
+        }
+        out.push(b);
+    }
+    out.push(quote);
+}
+
 /// Appends `db.table` (on PostgreSQL: schema and table).
 pub fn table_name(d: &dyn Dialect, out: &mut Vec<u8>, t: &Table) {
     d.ident(out, &t.db);

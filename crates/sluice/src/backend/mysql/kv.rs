@@ -6,7 +6,7 @@
 use super::{Opener, ServerConn, login, read_packet};
 use crate::backend::LoginError;
 use crate::error::{Error, Kind, Result, Side};
-use crate::kv::sql::Dialect;
+use crate::kv::sql::{Dialect, quote_doubled};
 use crate::kv::table::{ColKind, Column, DefaultKind, Index, Table, fit_text};
 use crate::kv::{KvBackend, KvConn, Outcome, canonical_int};
 use crate::stream::write_all_flush;
@@ -187,19 +187,12 @@ fn quoted(out: &mut Vec<u8>, v: &[u8]) {
     out.push(b'\'');
 }
 
-/// MySQL's SQL: backquoted names, `<=>`, `LIMIT offset, count`.
+/// MySQL's SQL: backquoted names, `LIMIT offset, count`.
 pub struct MyDialect;
 
 impl Dialect for MyDialect {
     fn ident(&self, out: &mut Vec<u8>, name: &str) {
-        out.push(b'`');
-        for b in name.bytes() {
-            if b == b'`' {
-                out.push(b'`');
-            }
-            out.push(b);
-        }
-        out.push(b'`');
+        quote_doubled(out, b'`', name.as_bytes());
     }
 
     fn literal(&self, out: &mut Vec<u8>, col: &Column, v: Option<&[u8]>) {

@@ -6,7 +6,7 @@
 use super::{ServerConn, login};
 use crate::backend::{Credentials, LoginError, Target};
 use crate::error::{Error, Kind, Result, Side};
-use crate::kv::sql::Dialect;
+use crate::kv::sql::{Dialect, quote_doubled};
 use crate::kv::table::{ColKind, Column, DefaultKind, Index, Table, fit_text};
 use crate::kv::{KvBackend, KvConn, Outcome, lenient_int};
 use crate::stream::write_all_flush;
@@ -169,27 +169,13 @@ pub struct PgDialect;
 
 impl PgDialect {
     fn text(&self, out: &mut Vec<u8>, v: &[u8]) {
-        out.push(b'\'');
-        for &b in v {
-            if b == b'\'' {
-                out.push(b'\'');
-            }
-            out.push(b);
-        }
-        out.push(b'\'');
+        quote_doubled(out, b'\'', v);
     }
 }
 
 impl Dialect for PgDialect {
     fn ident(&self, out: &mut Vec<u8>, name: &str) {
-        out.push(b'"');
-        for b in name.bytes() {
-            if b == b'"' {
-                out.push(b'"');
-            }
-            out.push(b);
-        }
-        out.push(b'"');
+        quote_doubled(out, b'"', name.as_bytes());
     }
 
     fn literal(&self, out: &mut Vec<u8>, col: &Column, v: Option<&[u8]>) {
