@@ -364,9 +364,14 @@ pub fn update(d: &dyn Dialect, out: &mut Vec<u8>, t: &Table, sets: &[(usize, Val
         if i > 0 {
             out.extend_from_slice(b", ");
         }
-        d.ident(out, &t.columns[*c].name);
+        let col = &t.columns[*c];
+        d.ident(out, &col.name);
         out.extend_from_slice(b" = ");
-        d.literal(out, &t.columns[*c], v.as_deref());
+        match v.as_deref() {
+            // An empty value (also a missing one) is the zero of a non-text column.
+            Some(b"") if col.kind == super::table::ColKind::Other => d.zero(out, col),
+            v => d.literal(out, col, v),
+        }
     }
     where_key(d, out, t, key);
 }
