@@ -292,3 +292,49 @@ async fn tls_listener() {
         .expect("closed, not hung");
     assert!(!got.starts_with(b"0\t"), "{got:?}");
 }
+
+/// On PostgreSQL a deferred unique constraint fails at COMMIT: no write of the batch may
+/// be answered as done, and the connection serves the next batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_commit_answers_every_write_with_an_error() {
+    let pg = common::pg();
+    pg.psql(
+        "app",
+        "CREATE TABLE public.d (k int PRIMARY KEY, u int UNIQUE DEFERRABLE INITIALLY DEFERRED); \
+         INSERT INTO public.d VALUES (1, 10)",
+    )
+    .unwrap();
+    let text = format!(
+        "[servers.pg]\nprotocol = \"postgres\"\nhost = \"127.0.0.1\"\nport = {}\n\n\
+         [clusters.pg]\nservers = [\"pg\"]\n\n[handlersocket.w]\naddress = \"127.0.0.1:0\"\n\
+         cluster = \"pg\"\nmode = \"read-write\"\nuser = \"{}\"\npassword = \"{}\"\n\
+         database = \"app\"\nconnections = 1\n",
+        pg.port(),
+        pg.superuser(),
+        pg.password()
+    );
+    let h = common::sluice(&text).await;
+    let mut c = client(common::addr(&h, "w")).await;
+    let got = ask(
+        &mut c,
+        &[
+            "P\t1\tpublic\td\tPRIMARY\tk,u".into(),
+            "1\t+\t2\t2\t20".into(),
+            "1\t+\t2\t3\t10".into(),
+        ],
+    )
+    .await;
+    assert_eq!(got[0], "0\t1");
+    assert!(
+        got[1].starts_with("1\t1\t") && got[2].starts_with("1\t1\t"),
+        "{got:?}"
+    );
+    let rows = pg.psql("app", "SELECT count(*) FROM public.d").unwrap();
+    assert_eq!(rows.trim(), "1");
+    let got = ask(
+        &mut c,
+        &["1\t+\t2\t2\t20".into(), "1\t>=\t1\t0\t10\t0".into()],
+    )
+    .await;
+    assert_eq!(got, ["0\t1", "0\t2\t1\t10\t2\t20"]);
+}

@@ -375,7 +375,8 @@ fn arithmetic(
 /// Runs one round, sending again what an error stopped; outcomes go to their requests.
 /// With `guard` (a writing batch on a server where a failed statement aborts the whole
 /// transaction), each request's statement runs under a savepoint, rolled back to when
-/// it fails, so its neighbours' writes stay.
+/// it fails, so its neighbours' writes stay. Err also when BEGIN, COMMIT or a
+/// savepoint fails: no write of the batch stands then.
 async fn execute<C: KvConn>(
     conn: &mut C,
     mut stmts: Vec<Stmt>,
@@ -411,15 +412,20 @@ async fn execute<C: KvConn>(
         let outcomes = conn.run(&text).await?;
         let mut done = 0;
         let mut failed_req = None;
-        let mut stuck = false;
+        let mut stuck = None;
         for (which, o) in sent.iter().zip(outcomes) {
             let failed = matches!(o, Outcome::Failed { .. });
             let Some(k) = *which else {
                 // BEGIN, COMMIT or a savepoint failed: nothing more can run.
-                stuck |= failed;
+                if let Outcome::Failed { message, .. } = o {
+                    stuck.get_or_insert(message);
+                }
                 continue;
             };
             done = k + 1;
+            if let (None, Outcome::Failed { message, .. }) = (stmts[k].req, &o) {
+                stuck.get_or_insert(message.clone());
+            }
             if let Some(r) = stmts[k].req {
                 if failed {
                     failed_req = Some(r);
@@ -428,11 +434,12 @@ async fn execute<C: KvConn>(
                 deliver(r, o, pending, groups);
             }
         }
-        if stuck {
-            tracing::warn!(
-                "a key-value transaction statement failed; the rest of the batch is not run"
-            );
-            break;
+        if let Some(e) = stuck {
+            // The transaction is lost: the caller answers every request with an error
+            // and drops the connection (which rolls back whatever it still holds).
+            return Err(Error::server_gone(format!(
+                "a key-value transaction statement failed ({e}); the batch is not run"
+            )));
         }
         // The server stops at the first error: send the rest again, less the failed
         // request's own statements.
