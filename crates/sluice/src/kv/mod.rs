@@ -128,8 +128,14 @@ impl Kv {
         let Some(t) = rx.await.map_err(|_| gone())?? else {
             return Ok(None);
         };
-        let t = Arc::new(t);
-        self.tables.lock().insert(key, t.clone());
+        // Clients that opened the table at the same moment share one entry, so that
+        // their lookups group (batches compare tables by identity).
+        let t = self
+            .tables
+            .lock()
+            .entry(key)
+            .or_insert_with(|| Arc::new(t))
+            .clone();
         Ok(Some(t))
     }
 
