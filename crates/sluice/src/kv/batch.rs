@@ -10,7 +10,6 @@
 use super::request::{Action, Find, ModKind, Modify, Op, Req, Val};
 use super::rows::{Row, atoll, bound, count_answer, error_answer, hits, rows_answer};
 use super::sql::{self, Dialect, Extras, Layout};
-use super::table::ColKind;
 use super::{KvConn, KvStats, Outcome};
 use crate::error::Error;
 use std::collections::HashMap;
@@ -69,7 +68,7 @@ pub async fn run<C: KvConn>(
             j += 1;
         }
         if j - i > 1 {
-            let keys: Vec<&[u8]> = reqs[i..j].iter().filter_map(groupable).collect();
+            let keys: Vec<i128> = reqs[i..j].iter().filter_map(groupable).collect();
             let mut s = Vec::new();
             sql::lookup(d, &mut s, &reqs[i].index, &keys);
             round.push(Stmt {
@@ -166,7 +165,7 @@ pub async fn run<C: KvConn>(
 
 /// The key of a request that can join a grouped lookup: an equality find of one clean
 /// integer on a one-column unique integer index, with nothing else.
-fn groupable(r: &Req) -> Option<&[u8]> {
+fn groupable(r: &Req) -> Option<i128> {
     let Action::Find(f) = &r.action else {
         return None;
     };
@@ -174,10 +173,10 @@ fn groupable(r: &Req) -> Option<&[u8]> {
     let col = r.index.column(*ix.columns.first()?);
     let plain = f.op == Op::Eq && f.within.is_none() && f.filters.is_empty() && f.modify.is_none();
     let key = f.keys.first()?.as_deref()?;
-    (plain && ix.unique && ix.columns.len() == 1 && f.keys.len() == 1 && f.offset == 0)
-        .then_some(())
-        .and(matches!(col.kind, ColKind::Int { .. }).then_some(key))
-        .filter(|k| super::canonical_int(col.kind, k).is_some())
+    if !(plain && ix.unique && ix.columns.len() == 1 && f.keys.len() == 1 && f.offset == 0) {
+        return None;
+    }
+    super::canonical_int(col.kind, key)
 }
 
 fn same_group(a: &Req, b: &Req) -> bool {
@@ -511,7 +510,7 @@ fn answer_insert(out: &mut Vec<u8>, r: &Req, o: Option<Outcome>) {
             let explicit = r.index.columns.iter().zip(values).any(|(&c, v)| {
                 c == g
                     && v.as_deref().is_some_and(|v| {
-                        super::canonical_int(t.columns[c].kind, v).is_some_and(|n| n != "0")
+                        super::canonical_int(t.columns[c].kind, v).is_some_and(|n| n != 0)
                     })
             });
             count_answer(out, if explicit { 0 } else { insert_id });
@@ -542,19 +541,15 @@ fn answer_group(
             return;
         }
     };
-    let mut by_key: std::collections::HashMap<&[u8], &Row> =
-        std::collections::HashMap::with_capacity(rows.len());
+    let mut by_key: HashMap<i128, &Row> = HashMap::with_capacity(rows.len());
     for row in rows {
-        if let Some(Some(k)) = row.first() {
+        if let Some(k) = row.first().and_then(|k| super::parse_int(k.as_deref()?)) {
             by_key.insert(k, row);
         }
     }
     for &m in members {
         let r = &reqs[m];
-        let ix = r.index.index();
-        let kind = r.index.column(ix.columns[0]).kind;
-        let key = groupable(r).and_then(|k| super::canonical_int(kind, k));
-        let row = key.and_then(|k| by_key.get(k.as_bytes()).copied());
+        let row = groupable(r).and_then(|k| by_key.get(&k).copied());
         let mut a = sluice_wire_hs::Answer::start(&mut answers[m], 0, r.index.columns.len());
         if let Some(row) = row {
             for v in &row[1..] {

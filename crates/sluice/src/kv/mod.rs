@@ -248,9 +248,9 @@ async fn connection<'c, B: KvBackend>(
     conn.as_mut().ok_or_else(gone)
 }
 
-/// A clean integer (optional sign, digits) clipped to an integer column's range, in
-/// decimal; None for anything else.
-pub fn canonical_int(kind: ColKind, v: &[u8]) -> Option<String> {
+/// A clean integer (optional sign, digits) clipped to an integer column's range; None
+/// for anything else.
+pub fn canonical_int(kind: ColKind, v: &[u8]) -> Option<i128> {
     let ColKind::Int { min, max } = kind else {
         return None;
     };
@@ -262,41 +262,69 @@ pub fn canonical_int(kind: ColKind, v: &[u8]) -> Option<String> {
     if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    let mut n: i128 = 0;
-    for d in digits {
-        n = (n * 10 + i128::from(d - b'0')).min(i128::from(u64::MAX) + 1);
-    }
-    let n = if neg { -n } else { n };
-    Some(n.clamp(min, max).to_string())
+    let n = digits_value(digits);
+    Some(if neg { -n } else { n }.clamp(min, max))
+}
+
+/// The value of decimal digits, saturating well past the 64-bit range.
+fn digits_value(digits: &[u8]) -> i128 {
+    digits
+        .iter()
+        .fold(0i128, |n, d| (n * 10 + i128::from(d - b'0')).min(1 << 70))
 }
 
 /// A number as a number column stores a string: its leading integer, rounded by the
-/// first decimal (`4.6` is 5, `12abc` is 12, `abc` is 0), clipped to the column.
-pub fn lenient_int(kind: ColKind, v: &[u8]) -> String {
+/// first decimal (`4.6` is 5, `12abc` is 12, `abc` is 0), clipped to the column's range
+/// (0 for a column that is not an integer).
+pub fn lenient_int(kind: ColKind, v: &[u8]) -> i128 {
+    let ColKind::Int { min, max } = kind else {
+        return 0;
+    };
     let s = v.trim_ascii_start();
     let (neg, rest) = match s.first() {
         Some(b'-') => (true, &s[1..]),
         Some(b'+') => (false, &s[1..]),
         _ => (false, s),
     };
-    let digits: Vec<u8> = rest
-        .iter()
-        .take_while(|b| b.is_ascii_digit())
-        .copied()
-        .collect();
-    let after = &rest[digits.len()..];
-    let round_up = after.first() == Some(&b'.')
-        && after
-            .get(1)
-            .is_some_and(|d| *d >= b'5' && d.is_ascii_digit());
-    let mut n: i128 = digits
-        .iter()
-        .fold(0i128, |n, d| (n * 10 + i128::from(d - b'0')).min(1 << 70));
-    if round_up {
+    let len = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    let mut n = digits_value(&rest[..len]);
+    if rest.get(len) == Some(&b'.') && rest.get(len + 1).is_some_and(|d| (b'5'..=b'9').contains(d))
+    {
         n += 1;
     }
-    let n = if neg { -n } else { n };
-    canonical_int(kind, n.to_string().as_bytes()).unwrap_or_else(|| "0".to_string())
+    if neg { -n } else { n }.clamp(min, max)
+}
+
+/// Appends an integer in decimal.
+pub fn push_int(out: &mut Vec<u8>, n: i128) {
+    let mut buf = [0u8; 40];
+    let mut i = buf.len();
+    let neg = n < 0;
+    let mut m = n.unsigned_abs();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (m % 10) as u8;
+        m /= 10;
+        if m == 0 {
+            break;
+        }
+    }
+    if neg {
+        i -= 1;
+        buf[i] = b'-';
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// An integer's decimal text as a server sends it, read back; None for anything else.
+pub fn parse_int(v: &[u8]) -> Option<i128> {
+    let (neg, digits) = match v.first() {
+        Some(b'-') => (true, &v[1..]),
+        _ => (false, v),
+    };
+    (!digits.is_empty() && digits.len() < 40 && digits.iter().all(u8::is_ascii_digit))
+        .then(|| digits_value(digits))
+        .map(|n| if neg { -n } else { n })
 }
 
 #[cfg(test)]
@@ -309,23 +337,29 @@ mod tests {
             min: -128,
             max: 127,
         };
-        assert_eq!(canonical_int(tiny, b"300").as_deref(), Some("127"));
-        assert_eq!(canonical_int(tiny, b"-0005").as_deref(), Some("-5"));
-        assert_eq!(canonical_int(tiny, b"+7").as_deref(), Some("7"));
+        assert_eq!(canonical_int(tiny, b"300"), Some(127));
+        assert_eq!(canonical_int(tiny, b"-0005"), Some(-5));
+        assert_eq!(canonical_int(tiny, b"+7"), Some(7));
         assert_eq!(canonical_int(tiny, b"7a"), None);
         assert_eq!(canonical_int(tiny, b""), None);
         assert_eq!(canonical_int(ColKind::Text, b"1"), None);
-        assert_eq!(lenient_int(tiny, b"4.6"), "5");
-        assert_eq!(lenient_int(tiny, b" 12abc"), "12");
-        assert_eq!(lenient_int(tiny, b"abc"), "0");
-        assert_eq!(lenient_int(tiny, b"-4.5"), "-5");
+        assert_eq!(lenient_int(tiny, b"4.6"), 5);
+        assert_eq!(lenient_int(tiny, b" 12abc"), 12);
+        assert_eq!(lenient_int(tiny, b"abc"), 0);
+        assert_eq!(lenient_int(tiny, b"-4.5"), -5);
+        let mut out = Vec::new();
+        push_int(&mut out, -170141183460469231731687303715884105728);
+        push_int(&mut out, 0);
+        assert_eq!(out, b"-1701411834604692317316873037158841057280");
+        assert_eq!(parse_int(b"-12"), Some(-12));
+        assert_eq!(parse_int(b"1.5"), None);
         let big = ColKind::Int {
             min: 0,
             max: u64::MAX.into(),
         };
         assert_eq!(
-            canonical_int(big, b"99999999999999999999999").as_deref(),
-            Some("18446744073709551615")
+            canonical_int(big, b"99999999999999999999999"),
+            Some(u64::MAX.into())
         );
     }
 }

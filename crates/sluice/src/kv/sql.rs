@@ -261,8 +261,8 @@ pub fn find(
 }
 
 /// Writes one grouped lookup: the rows of every key in `keys` on a one-column unique
-/// index, the key column first, then the returned columns.
-pub fn lookup(d: &dyn Dialect, out: &mut Vec<u8>, ix: &OpenIndex, keys: &[&[u8]]) {
+/// integer index, the key column first, then the returned columns.
+pub fn lookup(d: &dyn Dialect, out: &mut Vec<u8>, ix: &OpenIndex, keys: &[i128]) {
     let t = &ix.table;
     let kc = &t.columns[ix.index().columns[0]];
     out.extend_from_slice(b"SELECT ");
@@ -276,11 +276,11 @@ pub fn lookup(d: &dyn Dialect, out: &mut Vec<u8>, ix: &OpenIndex, keys: &[&[u8]]
     out.extend_from_slice(b" WHERE ");
     d.ident(out, &kc.name);
     out.extend_from_slice(b" IN (");
-    for (i, k) in keys.iter().enumerate() {
+    for (i, &k) in keys.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        d.literal(out, kc, Some(k));
+        super::push_int(out, k);
     }
     out.push(b')');
 }
@@ -296,7 +296,7 @@ pub fn insert(d: &dyn Dialect, out: &mut Vec<u8>, ix: &OpenIndex, values: &[Val]
         let col = &t.columns[c];
         col.generated
             && v.as_deref()
-                .is_none_or(|v| super::lenient_int(col.kind, v) == "0")
+                .is_none_or(|v| super::lenient_int(col.kind, v) == 0)
     };
     let (given, values): (Vec<usize>, Vec<Val>) = ix.columns[..values.len()]
         .iter()

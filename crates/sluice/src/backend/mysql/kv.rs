@@ -8,7 +8,7 @@ use crate::backend::LoginError;
 use crate::error::{Error, Kind, Result, Side};
 use crate::kv::sql::{Dialect, quote_doubled};
 use crate::kv::table::{ColKind, Column, DefaultKind, Index, Table, fit_text};
-use crate::kv::{KvBackend, KvConn, Outcome, canonical_int};
+use crate::kv::{KvBackend, KvConn, Outcome, canonical_int, push_int};
 use crate::stream::write_all_flush;
 use bytes::BytesMut;
 use sluice_wire_mysql::codec::Reader;
@@ -202,7 +202,7 @@ impl Dialect for MyDialect {
         };
         match col.kind {
             ColKind::Int { .. } => match canonical_int(col.kind, v) {
-                Some(n) => out.extend_from_slice(n.as_bytes()),
+                Some(n) => push_int(out, n),
                 // As a number column stores a string: its leading number, rounded.
                 None => {
                     out.extend_from_slice(b"CAST(");

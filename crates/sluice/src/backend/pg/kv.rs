@@ -8,7 +8,7 @@ use crate::backend::{Credentials, LoginError, Target};
 use crate::error::{Error, Kind, Result, Side};
 use crate::kv::sql::{Dialect, quote_doubled};
 use crate::kv::table::{ColKind, Column, DefaultKind, Index, Table, fit_text};
-use crate::kv::{KvBackend, KvConn, Outcome, lenient_int};
+use crate::kv::{KvBackend, KvConn, Outcome, lenient_int, push_int};
 use crate::stream::write_all_flush;
 use bytes::BytesMut;
 use sluice_wire_pg::{encode, msg};
@@ -184,7 +184,7 @@ impl Dialect for PgDialect {
             return;
         };
         match col.kind {
-            ColKind::Int { .. } => out.extend_from_slice(lenient_int(col.kind, v).as_bytes()),
+            ColKind::Int { .. } => push_int(out, lenient_int(col.kind, v)),
             ColKind::Text | ColKind::Blob => self.text(out, &fit_text(col, v)),
             ColKind::Other => self.text(out, v),
         }
