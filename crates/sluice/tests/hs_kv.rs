@@ -30,8 +30,17 @@ fn config(db: &MariaDbServer, connections: usize) -> String {
 
 /// Sends `lines` in one write and reads one answer per line.
 async fn ask(c: &mut BufReader<TcpStream>, lines: &[String]) -> Vec<String> {
-    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    c.get_mut().write_all(text.as_bytes()).await.unwrap();
+    ask_bytes(c, lines).await
+}
+
+/// [`ask`] for lines that need not be UTF-8.
+async fn ask_bytes<L: AsRef<[u8]>>(c: &mut BufReader<TcpStream>, lines: &[L]) -> Vec<String> {
+    let mut text = Vec::new();
+    for l in lines {
+        text.extend_from_slice(l.as_ref());
+        text.push(b'\n');
+    }
+    c.get_mut().write_all(&text).await.unwrap();
     let mut out = Vec::new();
     for _ in lines {
         let mut l = String::new();
@@ -337,4 +346,89 @@ async fn a_failed_commit_answers_every_write_with_an_error() {
     )
     .await;
     assert_eq!(got, ["0\t1", "0\t2\t1\t10\t2\t20"]);
+}
+
+fn pg_config(pg: &sluice_testkit::PgServer) -> String {
+    format!(
+        "[servers.pg]\nprotocol = \"postgres\"\nhost = \"127.0.0.1\"\nport = {}\n\n\
+         [clusters.pg]\nservers = [\"pg\"]\n\n[handlersocket.w]\naddress = \"127.0.0.1:0\"\n\
+         cluster = \"pg\"\nmode = \"read-write\"\nuser = \"{}\"\npassword = \"{}\"\n\
+         database = \"app\"\nconnections = 1\n",
+        pg.port(),
+        pg.superuser(),
+        pg.password()
+    )
+}
+
+/// Values PostgreSQL cannot take fail their own request only, in reads and in writes;
+/// an insert that names no column works; a table whose only unique index allows NULL
+/// cannot be modified (a NULL key would name several rows).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_values_on_postgres_fail_alone() {
+    let pg = common::pg();
+    pg.psql(
+        "app",
+        "CREATE TABLE public.t (k serial PRIMARY KEY, v varchar(10)); \
+         INSERT INTO public.t (v) VALUES ('a'); \
+         CREATE TABLE public.n (u int UNIQUE, w int); INSERT INTO public.n VALUES (NULL, 1), (NULL, 2)",
+    )
+    .unwrap();
+    let h = common::sluice(&pg_config(&pg)).await;
+    let mut c = client(common::addr(&h, "w")).await;
+    let got = ask(
+        &mut c,
+        &[
+            "P\t1\tpublic\tt\tPRIMARY\tk,v".into(),
+            "P\t2\tpublic\tt\tPRIMARY\t".into(),
+            "P\t3\tpublic\tn\tn_u_key\tu,w".into(),
+            "1\t=\t1\t1".into(),
+            "1\t>=\t1\t0\t10\t0\tF\t=\t1\tx\x01\x40y".into(),
+            "1\t=\t1\t1".into(),
+        ],
+    )
+    .await;
+    assert_eq!(got[..3], ["0\t1", "0\t1", "0\t1"]);
+    assert_eq!(got[3], "0\t2\t1\ta");
+    assert_eq!(got[4], "2\t1\tfilterfld", "index 1 has no filter columns");
+    let lines: [&[u8]; 6] = [
+        b"1\t+\t2\t0\tb\xff",
+        b"1\t+\t2\t0\tnul\x01\x40",
+        b"1\t+\t2\t0\tok",
+        b"2\t+\t1\tignored",
+        b"1\t>=\t1\t0\t10\t0",
+        b"3\t=\t1\t\0\t10\t0\tU\t\0\t5",
+    ];
+    let got = ask_bytes(&mut c, &lines).await;
+    assert_eq!(got[0], "1\t1\t22021");
+    assert_eq!(got[1], "1\t1\t22021");
+    assert_eq!(got[2], "0\t1\t2");
+    assert_eq!(got[3], "0\t1\t3");
+    // Like the plugin: an unlisted nullable column holds its zero value, not NULL.
+    assert_eq!(got[4], "0\t2\t1\ta\t2\tok\t3\t");
+    assert_eq!(got[5], "2\t1\tnotimpl");
+}
+
+/// An IN list that would make more SQL than a request may is refused by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exploding_in_list_is_refused() {
+    let db = common::my::mariadb();
+    db.sql(
+        "CREATE TABLE test.t (k INT PRIMARY KEY, v VARCHAR(5)); INSERT INTO test.t VALUES (1, 'a')",
+    )
+    .unwrap();
+    let h = common::sluice(&config(&db, 1)).await;
+    let mut c = client(common::addr(&h, "hs_read")).await;
+    let values = vec!["1"; 30_000].join("\t");
+    let filters = vec!["F\t=\t0\t1"; 40].join("\t");
+    let big = format!("1\t=\t1\t1\t10\t0\t@\t0\t30000\t{values}\t{filters}");
+    let got = ask(
+        &mut c,
+        &[
+            "P\t1\ttest\tt\tPRIMARY\tk,v\tk".into(),
+            big,
+            "1\t=\t1\t1".into(),
+        ],
+    )
+    .await;
+    assert_eq!(got, ["0\t1", "2\t1\ttoolong", "0\t2\t1\ta"]);
 }

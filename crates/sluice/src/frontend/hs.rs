@@ -257,7 +257,7 @@ fn key_matches(secret: &[u8], raw: &[u8]) -> bool {
     let plain = unescape(raw);
     let mut seen = plain.to_vec();
     seen.extend_from_slice(&raw[plain.len()..]);
-    seen == secret
+    subtle::ConstantTimeEq::ct_eq(&seen[..], secret).into()
 }
 
 #[cfg(test)]

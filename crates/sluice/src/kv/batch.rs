@@ -14,6 +14,12 @@ use super::{KvConn, KvStats, Outcome};
 use crate::error::Error;
 use std::collections::HashMap;
 
+/// Most SQL one request may make (an IN list repeats the find for every value).
+const MAX_REQUEST_SQL: usize = 4 << 20;
+/// Most SQL sent in one go: the rest of a round follows once it is answered (servers
+/// cap a packet; MariaDB's default is 16 MiB).
+const MAX_ROUND_SQL: usize = 4 << 20;
+
 /// One statement of a round and the request it serves.
 struct Stmt {
     sql: Vec<u8>,
@@ -52,7 +58,6 @@ pub async fn run<C: KvConn>(
     let mut pending: Vec<Pending> = Vec::with_capacity(reqs.len());
     let mut groups: Vec<(Vec<usize>, Option<Outcome>)> = Vec::new();
     let writes = reqs.iter().any(Req::writes);
-    let guard = writes && d.failure_aborts_transaction();
     let mut round: Vec<Stmt> = Vec::new();
     if writes {
         round.push(Stmt {
@@ -86,6 +91,13 @@ pub async fn run<C: KvConn>(
             continue;
         }
         let r = &reqs[i];
+        if !values_of(r).all(|v| d.accepts(v)) {
+            // PostgreSQL's invalid byte sequence: the request fails by itself.
+            error_answer(&mut answers[i], 1, "22021");
+            pending.push(Pending::Done);
+            i += 1;
+            continue;
+        }
         match &r.action {
             Action::Insert(values) => {
                 let mut s = Vec::new();
@@ -103,7 +115,15 @@ pub async fn run<C: KvConn>(
                     i += 1;
                     continue;
                 }
-                let (layout, stmts) = find_statements(d, r, f);
+                let (layout, stmts) = match find_statements(d, r, f) {
+                    Ok(found) => found,
+                    Err(m) => {
+                        error_answer(&mut answers[i], 2, m);
+                        pending.push(Pending::Done);
+                        i += 1;
+                        continue;
+                    }
+                };
                 round.extend(stmts.into_iter().map(|sql| Stmt { sql, req: Some(i) }));
                 pending.push(Pending::Find {
                     layout,
@@ -116,7 +136,8 @@ pub async fn run<C: KvConn>(
                         std::mem::take(&mut round),
                         &mut pending,
                         &mut groups,
-                        guard,
+                        d,
+                        writes,
                     )
                     .await?;
                     round = modify_writes(d, r, i, f, &mut pending, &mut answers);
@@ -131,7 +152,7 @@ pub async fn run<C: KvConn>(
             req: None,
         });
     }
-    execute(conn, round, &mut pending, &mut groups, guard).await?;
+    execute(conn, round, &mut pending, &mut groups, d, writes).await?;
     for (members, outcome) in &groups {
         answer_group(reqs, members, outcome.as_ref(), &mut answers);
     }
@@ -179,6 +200,26 @@ fn groupable(r: &Req) -> Option<i128> {
     super::canonical_int(col.kind, key)
 }
 
+/// Every value a request sends to the server.
+fn values_of(r: &Req) -> Box<dyn Iterator<Item = &[u8]> + '_> {
+    match &r.action {
+        Action::Insert(values) => Box::new(values.iter().filter_map(|v| v.as_deref())),
+        Action::Find(f) => {
+            let keys = f.keys.iter().filter_map(|v| v.as_deref());
+            let within = f
+                .within
+                .iter()
+                .flat_map(|(_, vs)| vs.iter().map(Vec::as_slice));
+            let filters = f.filters.iter().filter_map(|x| x.value.as_deref());
+            let modify = f
+                .modify
+                .iter()
+                .flat_map(|m| m.values.iter().filter_map(|v| v.as_deref()));
+            Box::new(keys.chain(within).chain(filters).chain(modify))
+        }
+    }
+}
+
 fn same_group(a: &Req, b: &Req) -> bool {
     std::sync::Arc::ptr_eq(&a.index.table, &b.index.table)
         && a.index.index == b.index.index
@@ -187,7 +228,11 @@ fn same_group(a: &Req, b: &Req) -> bool {
 
 /// The statements of a find: one scan, or one positioned read per IN value; none when
 /// the limit leaves no row.
-fn find_statements(d: &dyn Dialect, r: &Req, f: &Find) -> (Layout, Vec<Vec<u8>>) {
+fn find_statements(
+    d: &dyn Dialect,
+    r: &Req,
+    f: &Find,
+) -> Result<(Layout, Vec<Vec<u8>>), &'static str> {
     let mut extras = Extras {
         flag_filters: f.within.is_some(),
         for_update: f.modify.is_some(),
@@ -204,9 +249,10 @@ fn find_statements(d: &dyn Dialect, r: &Req, f: &Find) -> (Layout, Vec<Vec<u8>>)
     let bound = u64::from(bound(f));
     let offset = u64::from(f.offset);
     if bound <= offset {
-        return (layout, Vec::new());
+        return Ok((layout, Vec::new()));
     }
     let mut stmts = Vec::new();
+    let mut size = 0;
     match &f.within {
         Some((column, values)) => {
             for v in values {
@@ -217,6 +263,10 @@ fn find_statements(d: &dyn Dialect, r: &Req, f: &Find) -> (Layout, Vec<Vec<u8>>)
                 let mut s = Vec::new();
                 extras.count = 1;
                 layout = sql::find(d, &mut s, &r.index, f, &keys, extras);
+                size += s.len();
+                if size > MAX_REQUEST_SQL {
+                    return Err("toolong");
+                }
                 stmts.push(s);
             }
         }
@@ -232,7 +282,7 @@ fn find_statements(d: &dyn Dialect, r: &Req, f: &Find) -> (Layout, Vec<Vec<u8>>)
             stmts.push(s);
         }
     }
-    (layout, stmts)
+    Ok((layout, stmts))
 }
 
 /// After the read half of modification `i` ran: the rows it hits, answered now when
@@ -381,8 +431,10 @@ async fn execute<C: KvConn>(
     mut stmts: Vec<Stmt>,
     pending: &mut [Pending],
     groups: &mut [(Vec<usize>, Option<Outcome>)],
-    guard: bool,
+    d: &dyn Dialect,
+    in_tx: bool,
 ) -> Result<(), Error> {
+    let guard = in_tx && d.failure_aborts_transaction();
     let mut rollback = false;
     while !stmts.is_empty() || rollback {
         let mut text = Vec::new();
@@ -399,6 +451,9 @@ async fn execute<C: KvConn>(
             push(&mut text, b"ROLLBACK TO SAVEPOINT kv", None);
         }
         for (k, st) in stmts.iter().enumerate() {
+            if text.len() >= MAX_ROUND_SQL {
+                break;
+            }
             let guarded = guard && st.req.is_some();
             if guarded {
                 push(&mut text, b"SAVEPOINT kv", None);
@@ -422,8 +477,16 @@ async fn execute<C: KvConn>(
                 continue;
             };
             done = k + 1;
-            if let (None, Outcome::Failed { message, .. }) = (stmts[k].req, &o) {
-                stuck.get_or_insert(message.clone());
+            match (stmts[k].req, &o) {
+                (None, Outcome::Failed { message, .. }) => {
+                    stuck.get_or_insert(message.clone());
+                }
+                (Some(_), Outcome::Failed { code, message })
+                    if in_tx && d.loses_transaction(*code) =>
+                {
+                    stuck.get_or_insert(message.clone());
+                }
+                _ => {}
             }
             if let Some(r) = stmts[k].req {
                 if failed {
@@ -459,7 +522,17 @@ fn deliver(
     groups: &mut [(Vec<usize>, Option<Outcome>)],
 ) {
     match &mut pending[r] {
-        Pending::Find { outcomes, .. } => outcomes.push(o),
+        Pending::Find { outcomes, layout } => {
+            // Rows narrower than the statement asked for are not to be trusted.
+            let narrow = |rows: &[Row]| rows.iter().any(|row| row.len() < layout.width());
+            outcomes.push(match o {
+                Outcome::Rows(rows) if narrow(&rows) => Outcome::Failed {
+                    code: 0,
+                    message: "unexpected".into(),
+                },
+                o => o,
+            })
+        }
         Pending::Insert(slot) => *slot = Some(o),
         Pending::Grouped(g) => groups[*g].1 = Some(o),
         Pending::Writes { failed, .. } => {
@@ -551,8 +624,8 @@ fn answer_group(
         let r = &reqs[m];
         let row = groupable(r).and_then(|k| by_key.get(&k).copied());
         let mut a = sluice_wire_hs::Answer::start(&mut answers[m], 0, r.index.columns.len());
-        if let Some(row) = row {
-            for v in &row[1..] {
+        if let Some(values) = row.and_then(|row| row.get(1..=r.index.columns.len())) {
+            for v in values {
                 a.value(v.as_deref());
             }
         }

@@ -32,6 +32,20 @@ pub trait Dialect: Send + Sync + 'static {
     /// Appends what makes an INSERT answer the generated value, where the server does
     /// not report it by itself (`RETURNING`).
     fn returning(&self, _out: &mut Vec<u8>, _generated: &Column) {}
+    /// An INSERT that names no column: what follows the table name.
+    fn no_columns(&self) -> &'static [u8] {
+        b" () VALUES ()"
+    }
+    /// Whether the server can take `v` as a value at all (PostgreSQL text holds no NUL
+    /// and only valid UTF-8); a request with another value fails by itself.
+    fn accepts(&self, _v: &[u8]) -> bool {
+        true
+    }
+    /// Whether a statement failing with `code` has rolled back the whole transaction
+    /// (MySQL's deadlock), not only itself.
+    fn loses_transaction(&self, _code: u32) -> bool {
+        false
+    }
 }
 
 /// Appends `s` between two `quote` bytes, doubling each `quote` inside (quoted names on
@@ -161,6 +175,13 @@ pub struct Layout {
     pub filters: usize,
     pub key: usize,
     pub signed: usize,
+}
+
+impl Layout {
+    /// How many columns each row has.
+    pub fn width(&self) -> usize {
+        self.returned + self.filters + self.key + self.signed
+    }
 }
 
 /// Which extra columns a find selects, and which of its rows it reads.
@@ -311,6 +332,13 @@ pub fn insert(d: &dyn Dialect, out: &mut Vec<u8>, ix: &OpenIndex, values: &[Val]
         .collect();
     out.extend_from_slice(b"INSERT INTO ");
     table_name(d, out, t);
+    if given.is_empty() && zeroed.is_empty() {
+        out.extend_from_slice(d.no_columns());
+        if let Some(g) = t.generated() {
+            d.returning(out, &t.columns[g]);
+        }
+        return;
+    }
     out.extend_from_slice(b" (");
     let mut first = true;
     columns(d, out, t, given, &mut first);

@@ -67,11 +67,13 @@ pub struct Table {
 }
 
 impl Table {
-    /// The columns that identify a row: the primary key's, else the first unique index's.
+    /// The columns that identify a row: the primary key's, else those of the first
+    /// unique index whose columns are all NOT NULL (a NULL key would name several rows).
     pub fn row_key(&self) -> Option<&[usize]> {
+        let not_null = |i: &&Index| i.columns.iter().all(|&c| !self.columns[c].nullable);
         self.primary
             .map(|p| &self.indexes[p])
-            .or_else(|| self.indexes.iter().find(|i| i.unique))
+            .or_else(|| self.indexes.iter().filter(|i| i.unique).find(not_null))
             .map(|i| i.columns.as_slice())
     }
 

@@ -221,6 +221,11 @@ impl Dialect for MyDialect {
         }
     }
 
+    fn loses_transaction(&self, code: u32) -> bool {
+        // A deadlock rolls back the whole transaction.
+        code == 1213
+    }
+
     fn zero(&self, out: &mut Vec<u8>, _col: &Column) {
         // Without strict mode the server turns '' into 0, 0.00 or the zero date.
         out.extend_from_slice(b"''");

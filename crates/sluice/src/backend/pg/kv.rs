@@ -27,12 +27,24 @@ impl KvBackend for PgKv {
             ("user".to_string(), self.creds.user.clone()),
             ("client_encoding".to_string(), "UTF8".to_string()),
             ("DateStyle".to_string(), "ISO".to_string()),
+            // Literals quote by doubling only: backslashes must be plain characters.
+            ("standard_conforming_strings".to_string(), "on".to_string()),
         ];
         if !self.database.is_empty() {
             params.push(("database".to_string(), self.database.clone()));
         }
         match login(&self.target, &params, &self.creds).await {
-            Ok(c) => Ok(c),
+            Ok(c)
+                if c.reported
+                    .get("standard_conforming_strings")
+                    .map(String::as_str)
+                    == Some("on") =>
+            {
+                Ok(c)
+            }
+            Ok(_) => Err(Error::server_gone(
+                "the server does not use standard_conforming_strings = on; refusing to send it literals",
+            )),
             Err(LoginError::Proxy(e)) => Err(e),
             Err(LoginError::Server(body)) => {
                 let m = msg::error_field(&body[..], b'M')
@@ -237,6 +249,14 @@ impl Dialect for PgDialect {
 
     fn failure_aborts_transaction(&self) -> bool {
         true
+    }
+
+    fn no_columns(&self) -> &'static [u8] {
+        b" DEFAULT VALUES"
+    }
+
+    fn accepts(&self, v: &[u8]) -> bool {
+        !v.contains(&0) && std::str::from_utf8(v).is_ok()
     }
 
     fn returning(&self, out: &mut Vec<u8>, generated: &Column) {
