@@ -103,7 +103,20 @@ impl Kv {
         let backend = Arc::new(backend);
         let stats = Arc::new(KvStats::default());
         for _ in 0..workers.max(1) {
-            tokio::spawn(work(backend.clone(), rx.clone(), stats.clone()));
+            let (backend, rx, stats) = (backend.clone(), rx.clone(), stats.clone());
+            // A worker that panics is started again (its batch's clients see their
+            // answers' senders dropped and answer `server_gone`).
+            tokio::spawn(async move {
+                loop {
+                    let run = tokio::spawn(work(backend.clone(), rx.clone(), stats.clone()));
+                    match run.await {
+                        Err(e) if e.is_panic() => {
+                            tracing::error!("a key-value worker panicked; starting it again");
+                        }
+                        _ => return,
+                    }
+                }
+            });
         }
         Arc::new(Kv {
             stats,
