@@ -17,11 +17,9 @@ mod common;
 #[path = "common/hs.rs"]
 mod hs;
 
+use hs::decode;
 use hs::{Listener, Request, escape, mismatches, parse_corpus, run_pipelined, run_sequential};
-use hs::{Target, decode};
-use sluice_testkit::{MariaDbOptions, MariaDbServer};
-use std::net::SocketAddr;
-use std::time::Duration;
+use sluice_testkit::MariaDbServer;
 
 const SCHEMA: &str = include_str!("hs/schema.sql");
 const CORPUS: &str = include_str!("hs/corpus.txt");
@@ -34,29 +32,8 @@ fn reference_only() -> bool {
     std::env::var("HS_CONFORMANCE_REFERENCE_ONLY").is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
-/// MariaDB with the plugin, and both databases created from the schema.
 fn mariadb() -> MariaDbServer {
-    let db = MariaDbServer::start_with(MariaDbOptions {
-        handlersocket: true,
-        ..MariaDbOptions::default()
-    })
-    .expect("start MariaDB with HandlerSocket");
-    for name in [REF_DB, SLUICE_DB] {
-        db.create_database(name).unwrap();
-        db.sql(&SCHEMA.replace("$DB", name))
-            .unwrap_or_else(|e| panic!("schema for {name}: {e:#}"));
-    }
-    db
-}
-
-fn plugin(db: &MariaDbServer) -> Target<'static> {
-    let (read, write) = db.handlersocket_ports().expect("plugin ports");
-    Target {
-        name: "plugin",
-        db: REF_DB,
-        read: SocketAddr::from(([127, 0, 0, 1], read)),
-        write: SocketAddr::from(([127, 0, 0, 1], write)),
-    }
+    hs::plugin_server(SCHEMA, &[REF_DB, SLUICE_DB])
 }
 
 fn config_text(db: &MariaDbServer) -> String {
@@ -90,47 +67,6 @@ password = "{pw}"
     )
 }
 
-/// Sluice in front of `db`, on its own runtime (the test itself uses blocking sockets).
-struct Sluice {
-    rt: tokio::runtime::Runtime,
-    handle: Option<sluice::server::Handle>,
-}
-
-impl Sluice {
-    fn start(db: &MariaDbServer) -> Sluice {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let handle = rt.block_on(common::sluice(&config_text(db)));
-        Sluice {
-            rt,
-            handle: Some(handle),
-        }
-    }
-
-    fn target(&self) -> Target<'static> {
-        let h = self.handle.as_ref().unwrap();
-        Target {
-            name: "sluice",
-            db: SLUICE_DB,
-            read: common::addr(h, "hs_read"),
-            write: common::addr(h, "hs_write"),
-        }
-    }
-}
-
-impl Drop for Sluice {
-    fn drop(&mut self) {
-        if let Some(h) = self.handle.take() {
-            self.rt.block_on(h.shutdown(Duration::from_secs(2)));
-        }
-    }
-}
-
-/// Every row of `table` in database `name`, ordered by `pk`, each field escaped
-/// readably (`NULL` for NULL), one line per row.
 fn dump(db: &MariaDbServer, name: &str, table: &str, pk: &str) -> Vec<String> {
     let cols = db
         .sql(&format!(
@@ -203,19 +139,6 @@ fn print_transcript(reqs: &[Request], answers: &[Vec<u8>], db: &str) {
     }
 }
 
-/// Answers that are not answers (connection trouble) mean the corpus is broken.
-fn assert_all_answered(reqs: &[Request], answers: &[Vec<u8>], who: &str) {
-    for (r, a) in reqs.iter().zip(answers) {
-        assert!(
-            a.ends_with(b"\n") && a.iter().filter(|&&b| b == b'\n').count() == 1,
-            "{who} did not answer corpus line {} ({}): {}",
-            r.line_no,
-            r.text,
-            escape(a)
-        );
-    }
-}
-
 fn fail_on(problems: Vec<String>) {
     if !problems.is_empty() {
         panic!(
@@ -249,8 +172,8 @@ fn corpus_notation() {
 fn corpus_answers_match_the_plugin() {
     let reqs = parse_corpus(CORPUS);
     let db = mariadb();
-    let want = run_sequential(&reqs, plugin(&db));
-    assert_all_answered(&reqs, &want, "the plugin");
+    let want = run_sequential(&reqs, hs::plugin(&db, REF_DB));
+    hs::assert_all_answered(&reqs, &want, "the plugin");
     if reference_only() {
         print_transcript(&reqs, &want, REF_DB);
         for &(table, pk) in TABLES {
@@ -261,8 +184,8 @@ fn corpus_answers_match_the_plugin() {
         }
         return;
     }
-    let sluice = Sluice::start(&db);
-    let t = sluice.target();
+    let sluice = hs::Sluice::start(&config_text(&db));
+    let t = sluice.target(SLUICE_DB);
     let got = run_sequential(&reqs, t);
     drop(sluice);
     let mut problems = mismatches(&reqs, "plugin", &want, t.name, &got);
@@ -277,11 +200,11 @@ fn pipelined_read_listener_answers_match_the_plugin() {
         .filter(|r| r.listener == Listener::Read)
         .collect();
     let db = mariadb();
-    let want = run_pipelined(&reqs, plugin(&db));
-    assert_all_answered(&reqs, &want, "the plugin");
+    let want = run_pipelined(&reqs, hs::plugin(&db, REF_DB));
+    hs::assert_all_answered(&reqs, &want, "the plugin");
     if reference_only() {
         // The read part must not depend on pipelining: one at a time gives the same.
-        let one_by_one = run_sequential(&reqs, plugin(&db));
+        let one_by_one = run_sequential(&reqs, hs::plugin(&db, REF_DB));
         fail_on(mismatches(
             &reqs,
             "pipeline",
@@ -292,8 +215,8 @@ fn pipelined_read_listener_answers_match_the_plugin() {
         println!("{} pipelined read requests agree", reqs.len());
         return;
     }
-    let sluice = Sluice::start(&db);
-    let t = sluice.target();
+    let sluice = hs::Sluice::start(&config_text(&db));
+    let t = sluice.target(SLUICE_DB);
     let got = run_pipelined(&reqs, t);
     drop(sluice);
     fail_on(mismatches(&reqs, "plugin", &want, t.name, &got));

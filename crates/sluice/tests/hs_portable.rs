@@ -18,12 +18,8 @@ mod common;
 #[path = "common/hs.rs"]
 mod hs;
 
-use hs::{
-    Listener, Request, Target, escape, mismatches, parse_corpus, run_pipelined, run_sequential,
-};
-use sluice_testkit::{MariaDbOptions, MariaDbServer, PgServer};
-use std::net::SocketAddr;
-use std::time::Duration;
+use hs::{Listener, Request, escape, mismatches, parse_corpus, run_pipelined, run_sequential};
+use sluice_testkit::{MariaDbServer, PgServer};
 
 const SCHEMA_MY: &str = include_str!("hs/portable.sql");
 const SCHEMA_PG: &str = include_str!("hs/portable_pg.sql");
@@ -39,17 +35,8 @@ fn transcript() -> bool {
     std::env::var("HS_PORTABLE_TRANSCRIPT").is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
-/// MariaDB with the plugin and database `hsref`.
 fn mariadb() -> MariaDbServer {
-    let db = MariaDbServer::start_with(MariaDbOptions {
-        handlersocket: true,
-        ..MariaDbOptions::default()
-    })
-    .expect("start MariaDB with HandlerSocket");
-    db.create_database(REF_DB).unwrap();
-    db.sql(&SCHEMA_MY.replace("$DB", REF_DB))
-        .unwrap_or_else(|e| panic!("MariaDB schema: {e:#}"));
-    db
+    hs::plugin_server(SCHEMA_MY, &[REF_DB])
 }
 
 /// PostgreSQL with schema `hssluice` in database `app`.
@@ -58,16 +45,6 @@ fn postgres() -> PgServer {
     pg.psql(PG_DATABASE, &SCHEMA_PG.replace("$DB", SLUICE_DB))
         .unwrap_or_else(|e| panic!("PostgreSQL schema: {e:#}"));
     pg
-}
-
-fn plugin(db: &MariaDbServer) -> Target<'static> {
-    let (read, write) = db.handlersocket_ports().expect("plugin ports");
-    Target {
-        name: "plugin",
-        db: REF_DB,
-        read: SocketAddr::from(([127, 0, 0, 1], read)),
-        write: SocketAddr::from(([127, 0, 0, 1], write)),
-    }
 }
 
 fn config_text(pg: &PgServer) -> String {
@@ -104,47 +81,6 @@ database = "{database}"
     )
 }
 
-/// Sluice in front of `pg`, on its own runtime (the test itself uses blocking sockets).
-struct Sluice {
-    rt: tokio::runtime::Runtime,
-    handle: Option<sluice::server::Handle>,
-}
-
-impl Sluice {
-    fn start(pg: &PgServer) -> Sluice {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let handle = rt.block_on(common::sluice(&config_text(pg)));
-        Sluice {
-            rt,
-            handle: Some(handle),
-        }
-    }
-
-    fn target(&self) -> Target<'static> {
-        let h = self.handle.as_ref().unwrap();
-        Target {
-            name: "sluice",
-            db: SLUICE_DB,
-            read: common::addr(h, "hs_read"),
-            write: common::addr(h, "hs_write"),
-        }
-    }
-}
-
-impl Drop for Sluice {
-    fn drop(&mut self) {
-        if let Some(h) = self.handle.take() {
-            self.rt.block_on(h.shutdown(Duration::from_secs(2)));
-        }
-    }
-}
-
-/// One dumped row: each field as hex of its text form, or `NULL`, TAB-separated; made
-/// readable (`'escaped'` or `NULL`, joined by ` | `).
 fn readable(line: &str) -> String {
     line.split('\t')
         .map(|f| match f {
@@ -255,19 +191,6 @@ fn print_transcript(reqs: &[Request], want: &[Vec<u8>], got: &[Vec<u8>]) {
     }
 }
 
-/// Answers that are not answers (connection trouble) mean the corpus is broken.
-fn assert_all_answered(reqs: &[Request], answers: &[Vec<u8>], who: &str) {
-    for (r, a) in reqs.iter().zip(answers) {
-        assert!(
-            a.ends_with(b"\n") && a.iter().filter(|&&b| b == b'\n').count() == 1,
-            "{who} did not answer corpus line {} ({}): {}",
-            r.line_no,
-            r.text,
-            escape(a)
-        );
-    }
-}
-
 #[test]
 fn portable_corpus_notation() {
     let reqs = parse_corpus(CORPUS);
@@ -294,11 +217,11 @@ fn portable_corpus_notation() {
 fn portable_corpus_answers_match_between_mariadb_and_postgres() {
     let reqs = parse_corpus(CORPUS);
     let my = mariadb();
-    let want = run_sequential(&reqs, plugin(&my));
-    assert_all_answered(&reqs, &want, "the plugin");
+    let want = run_sequential(&reqs, hs::plugin(&my, REF_DB));
+    hs::assert_all_answered(&reqs, &want, "the plugin");
     let pg = postgres();
-    let sluice = Sluice::start(&pg);
-    let t = sluice.target();
+    let sluice = hs::Sluice::start(&config_text(&pg));
+    let t = sluice.target(SLUICE_DB);
     let got = run_sequential(&reqs, t);
     drop(sluice);
     if transcript() {
@@ -332,11 +255,11 @@ fn pipelined_read_listener_answers_match_between_mariadb_and_postgres() {
         .filter(|r| r.listener == Listener::Read)
         .collect();
     let my = mariadb();
-    let want = run_pipelined(&reqs, plugin(&my));
-    assert_all_answered(&reqs, &want, "the plugin");
+    let want = run_pipelined(&reqs, hs::plugin(&my, REF_DB));
+    hs::assert_all_answered(&reqs, &want, "the plugin");
     let pg = postgres();
-    let sluice = Sluice::start(&pg);
-    let t = sluice.target();
+    let sluice = hs::Sluice::start(&config_text(&pg));
+    let t = sluice.target(SLUICE_DB);
     let got = run_pipelined(&reqs, t);
     drop(sluice);
     let problems = mismatches(&reqs, "plugin", &want, t.name, &got);

@@ -309,3 +309,84 @@ pub fn mismatches(
     }
     out
 }
+
+/// MariaDB with the reference plugin on free ports, with `schema` (`$DB` in it replaced)
+/// loaded into each database of `dbs`.
+pub fn plugin_server(schema: &str, dbs: &[&str]) -> sluice_testkit::MariaDbServer {
+    let db = sluice_testkit::MariaDbServer::start_with(sluice_testkit::MariaDbOptions {
+        handlersocket: true,
+        ..sluice_testkit::MariaDbOptions::default()
+    })
+    .expect("start MariaDB with HandlerSocket");
+    for name in dbs {
+        db.create_database(name).unwrap();
+        db.sql(&schema.replace("$DB", name))
+            .unwrap_or_else(|e| panic!("schema for {name}: {e:#}"));
+    }
+    db
+}
+
+/// The plugin's listeners, serving database `db_name`.
+pub fn plugin(db: &sluice_testkit::MariaDbServer, db_name: &'static str) -> Target<'static> {
+    let (read, write) = db.handlersocket_ports().expect("plugin ports");
+    Target {
+        name: "plugin",
+        db: db_name,
+        read: SocketAddr::from(([127, 0, 0, 1], read)),
+        write: SocketAddr::from(([127, 0, 0, 1], write)),
+    }
+}
+
+/// Sluice with listeners `hs_read` and `hs_write`, on its own runtime (the tests use
+/// blocking sockets).
+pub struct Sluice {
+    rt: tokio::runtime::Runtime,
+    handle: Option<sluice::server::Handle>,
+}
+
+impl Sluice {
+    pub fn start(config_text: &str) -> Sluice {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let handle = rt.block_on(super::common::sluice(config_text));
+        Sluice {
+            rt,
+            handle: Some(handle),
+        }
+    }
+
+    /// Its listeners, serving database `db`.
+    pub fn target(&self, db: &'static str) -> Target<'static> {
+        let h = self.handle.as_ref().unwrap();
+        Target {
+            name: "sluice",
+            db,
+            read: super::common::addr(h, "hs_read"),
+            write: super::common::addr(h, "hs_write"),
+        }
+    }
+}
+
+impl Drop for Sluice {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            self.rt.block_on(h.shutdown(Duration::from_secs(2)));
+        }
+    }
+}
+
+/// Answers that are not answers (connection trouble) mean the corpus is broken.
+pub fn assert_all_answered(reqs: &[Request], answers: &[Vec<u8>], who: &str) {
+    for (r, a) in reqs.iter().zip(answers) {
+        assert!(
+            a.ends_with(b"\n") && a.iter().filter(|&&b| b == b'\n').count() == 1,
+            "{who} did not answer corpus line {} ({}): {}",
+            r.line_no,
+            r.text,
+            escape(a)
+        );
+    }
+}
