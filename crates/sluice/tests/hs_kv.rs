@@ -218,7 +218,9 @@ async fn secret_and_limits() {
     let got = ask(&mut c, &["A\t1\tnope".into(), "1\t=\t1\t1".into()]).await;
     assert_eq!(got, ["3\t1\tunauth", "3\t1\tunauth"]);
     // A third client is over the listener's cap: closed at once.
-    let _second = client(a).await;
+    let mut second = client(a).await;
+    // Served (and counted) before the third arrives.
+    assert_eq!(ask(&mut second, &["Z".into()]).await, ["2\t1\tcmd"]);
     let mut third = client(a).await;
     let mut l = String::new();
     let n = tokio::time::timeout(std::time::Duration::from_secs(10), third.read_line(&mut l))
@@ -431,4 +433,37 @@ async fn an_exploding_in_list_is_refused() {
     )
     .await;
     assert_eq!(got, ["0\t1", "2\t1\ttoolong", "0\t2\t1\ta"]);
+}
+
+/// An answer larger than `max_message_size` fails by itself; small answers in the same
+/// batch stand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_over_the_cap_fails_alone() {
+    let db = common::my::mariadb();
+    let rows: Vec<String> = (1..=100)
+        .map(|i| format!("({i}, REPEAT('x', 100))"))
+        .collect();
+    db.sql(&format!(
+        "CREATE TABLE test.t (k INT PRIMARY KEY, v VARCHAR(200)); INSERT INTO test.t VALUES {}",
+        rows.join(",")
+    ))
+    .unwrap();
+    let text = format!("[general]\nmax_message_size = \"2KiB\"\n{}", config(&db, 1));
+    let h = common::sluice(&text).await;
+    let mut c = client(common::addr(&h, "hs_read")).await;
+    let got = ask(
+        &mut c,
+        &[
+            "P\t1\ttest\tt\tPRIMARY\tk,v".into(),
+            "1\t>=\t1\t1\t1000\t0".into(),
+            "1\t>=\t1\t1\t3\t0".into(),
+        ],
+    )
+    .await;
+    assert_eq!(got[1], "1\t1\ttoolarge");
+    assert!(got[2].starts_with("0\t2\t1\txxx"), "{got:?}");
+    assert_eq!(
+        ask(&mut c, &["1\t=\t1\t100".into()]).await[0].len(),
+        4 + 4 + 100
+    );
 }

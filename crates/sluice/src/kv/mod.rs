@@ -39,6 +39,48 @@ pub enum Outcome {
     },
 }
 
+/// What a round may hold of rows, in bytes (a find with a huge limit must not take the
+/// proxy's memory): each statement may hold `cap` bytes of rows, the whole round four
+/// times that. Past either, the statement's rows are read and dropped, and it fails with
+/// [`TOO_LARGE`] (its neighbours' small answers still stand).
+pub struct RowBudget {
+    cap: usize,
+    statement: usize,
+    round: usize,
+}
+
+/// The message of a statement whose rows went past their budget.
+pub const TOO_LARGE: &str = "toolarge";
+
+impl RowBudget {
+    pub fn new(cap: usize) -> RowBudget {
+        RowBudget {
+            cap,
+            statement: cap,
+            round: cap.saturating_mul(4),
+        }
+    }
+
+    /// A new statement's rows begin.
+    pub fn next_statement(&mut self) {
+        self.statement = self.cap;
+    }
+
+    /// Takes a row of `bytes`; false when it no longer fits.
+    pub fn take(&mut self, bytes: usize) -> bool {
+        match (
+            self.statement.checked_sub(bytes),
+            self.round.checked_sub(bytes),
+        ) {
+            (Some(s), Some(r)) => {
+                (self.statement, self.round) = (s, r);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
 /// A server connection of the key-value path.
 pub trait KvConn: Send + 'static {
     /// Runs statements separated by `;` as one round; one outcome per statement run.

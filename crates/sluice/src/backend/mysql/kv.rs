@@ -8,7 +8,7 @@ use crate::backend::LoginError;
 use crate::error::{Error, Kind, Result, Side};
 use crate::kv::sql::{Dialect, quote_doubled};
 use crate::kv::table::{ColKind, Column, DefaultKind, Index, Table, fit_text};
-use crate::kv::{KvBackend, KvConn, Outcome, canonical_int, push_int};
+use crate::kv::{KvBackend, KvConn, Outcome, RowBudget, TOO_LARGE, canonical_int, push_int};
 use crate::stream::write_all_flush;
 use bytes::BytesMut;
 use sluice_wire_mysql::codec::Reader;
@@ -266,6 +266,7 @@ impl KvConn for ServerConn {
         packet::write_packet(&mut out, &mut seq, &payload);
         write_all_flush(&mut self.stream, &out).await?;
         let mut outcomes = Vec::new();
+        let mut budget = RowBudget::new(self.max_message);
         loop {
             let p = self.next().await?;
             let (outcome, status) = if resp::is_err(&p) {
@@ -287,7 +288,7 @@ impl KvConn for ServerConn {
                 };
                 (o, ok.status)
             } else {
-                self.result_set(&p).await?
+                self.result_set(&p, &mut budget).await?
             };
             self.status = status;
             outcomes.push(outcome);
@@ -309,7 +310,7 @@ impl ServerConn {
 
     /// Reads a text result set whose column-count packet is `head`: its rows and the
     /// status of its end.
-    async fn result_set(&mut self, head: &[u8]) -> Result<(Outcome, u16)> {
+    async fn result_set(&mut self, head: &[u8], budget: &mut RowBudget) -> Result<(Outcome, u16)> {
         let columns = Reader::new(head).lenenc().ok_or_else(malformed)? as usize;
         for _ in 0..columns {
             self.next().await?;
@@ -318,6 +319,8 @@ impl ServerConn {
             self.next().await?;
         }
         let mut rows = Vec::new();
+        let mut dropped = false;
+        budget.next_statement();
         loop {
             let p = self.next().await?;
             if resp::is_err(&p) {
@@ -337,7 +340,16 @@ impl ServerConn {
                     let mut r = Reader::new(&p);
                     r.skip(3).and_then(|_| r.u16()).unwrap_or(0)
                 };
+                if dropped {
+                    let message = TOO_LARGE.to_string();
+                    return Ok((Outcome::Failed { code: 0, message }, status));
+                }
                 return Ok((Outcome::Rows(rows), status));
+            }
+            if dropped || !budget.take(p.len()) {
+                dropped = true;
+                rows = Vec::new();
+                continue;
             }
             let mut r = Reader::new(&p);
             let mut row = Vec::with_capacity(columns);

@@ -8,7 +8,7 @@ use crate::backend::{Credentials, LoginError, Target};
 use crate::error::{Error, Kind, Result, Side};
 use crate::kv::sql::{Dialect, quote_doubled};
 use crate::kv::table::{ColKind, Column, DefaultKind, Index, Table, fit_text};
-use crate::kv::{KvBackend, KvConn, Outcome, lenient_int, push_int};
+use crate::kv::{KvBackend, KvConn, Outcome, RowBudget, TOO_LARGE, lenient_int, push_int};
 use crate::stream::write_all_flush;
 use bytes::BytesMut;
 use sluice_wire_pg::{encode, msg};
@@ -282,13 +282,30 @@ impl KvConn for ServerConn {
         write_all_flush(&mut self.stream, &out).await?;
         let mut outcomes = Vec::new();
         let mut rows: Option<Vec<crate::kv::rows::Row>> = None;
+        let mut budget = RowBudget::new(self.max_message);
+        let mut dropped = false;
         loop {
             let (tag, body) = self.read_frame().await?;
             match tag {
-                msg::be::ROW_DESCRIPTION => rows = Some(Vec::new()),
+                msg::be::ROW_DESCRIPTION => {
+                    budget.next_statement();
+                    rows = Some(Vec::new());
+                }
                 msg::be::DATA_ROW => {
+                    if dropped || !budget.take(body.len()) {
+                        dropped = true;
+                        rows = Some(Vec::new());
+                        continue;
+                    }
                     let row = data_row(&body).ok_or_else(malformed)?;
                     rows.get_or_insert_default().push(row);
+                }
+                msg::be::COMMAND_COMPLETE if std::mem::take(&mut dropped) => {
+                    rows = None;
+                    outcomes.push(Outcome::Failed {
+                        code: 0,
+                        message: TOO_LARGE.to_string(),
+                    });
                 }
                 msg::be::COMMAND_COMPLETE => outcomes.push(match rows.take() {
                     Some(rows) => Outcome::Rows(rows),
@@ -311,6 +328,7 @@ impl KvConn for ServerConn {
                 }),
                 msg::be::ERROR_RESPONSE => {
                     rows = None;
+                    dropped = false;
                     let state = msg::error_field(&body, b'C').unwrap_or("XX000");
                     outcomes.push(Outcome::Failed {
                         code: 0,
