@@ -106,25 +106,13 @@ fn dump(db: &MariaDbServer, name: &str, table: &str, pk: &str) -> Vec<String> {
 
 /// Differences between the two databases' tables, one readable report per table.
 fn table_mismatches(db: &MariaDbServer) -> Vec<String> {
-    let mut out = Vec::new();
-    for &(table, pk) in TABLES {
-        let (a, b) = (dump(db, REF_DB, table, pk), dump(db, SLUICE_DB, table, pk));
-        if a != b {
-            let mut msg = format!("table {table} differs after the corpus:");
-            for i in 0..a.len().max(b.len()) {
-                let (x, y) = (a.get(i), b.get(i));
-                if x != y {
-                    msg.push_str(&format!(
-                        "\n  {REF_DB:>8}: {}\n  {SLUICE_DB:>8}: {}",
-                        x.map_or("<no row>", String::as_str),
-                        y.map_or("<no row>", String::as_str)
-                    ));
-                }
-            }
-            out.push(msg);
-        }
-    }
-    out
+    TABLES
+        .iter()
+        .filter_map(|&(table, pk)| {
+            let (a, b) = (dump(db, REF_DB, table, pk), dump(db, SLUICE_DB, table, pk));
+            hs::table_diff(table, (REF_DB, &a), (SLUICE_DB, &b))
+        })
+        .collect()
 }
 
 fn print_transcript(reqs: &[Request], answers: &[Vec<u8>], db: &str) {

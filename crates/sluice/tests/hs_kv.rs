@@ -315,15 +315,7 @@ async fn a_failed_commit_answers_every_write_with_an_error() {
          INSERT INTO public.d VALUES (1, 10)",
     )
     .unwrap();
-    let text = format!(
-        "[servers.pg]\nprotocol = \"postgres\"\nhost = \"127.0.0.1\"\nport = {}\n\n\
-         [clusters.pg]\nservers = [\"pg\"]\n\n[handlersocket.w]\naddress = \"127.0.0.1:0\"\n\
-         cluster = \"pg\"\nmode = \"read-write\"\nuser = \"{}\"\npassword = \"{}\"\n\
-         database = \"app\"\nconnections = 1\n",
-        pg.port(),
-        pg.superuser(),
-        pg.password()
-    );
+    let text = pg_config(&pg);
     let h = common::sluice(&text).await;
     let mut c = client(common::addr(&h, "w")).await;
     let got = ask(

@@ -151,25 +151,13 @@ fn dump_pg(pg: &PgServer, table: &str, pk: &str) -> Vec<String> {
 
 /// Differences between the two servers' tables, one readable report per table.
 fn table_mismatches(my: &MariaDbServer, pg: &PgServer) -> Vec<String> {
-    let mut out = Vec::new();
-    for &(table, pk) in TABLES {
-        let (a, b) = (dump_my(my, table, pk), dump_pg(pg, table, pk));
-        if a != b {
-            let mut msg = format!("table {table} differs after the corpus:");
-            for i in 0..a.len().max(b.len()) {
-                let (x, y) = (a.get(i), b.get(i));
-                if x != y {
-                    msg.push_str(&format!(
-                        "\n  {REF_DB:>8}: {}\n  {SLUICE_DB:>8}: {}",
-                        x.map_or("<no row>", String::as_str),
-                        y.map_or("<no row>", String::as_str)
-                    ));
-                }
-            }
-            out.push(msg);
-        }
-    }
-    out
+    TABLES
+        .iter()
+        .filter_map(|&(table, pk)| {
+            let (a, b) = (dump_my(my, table, pk), dump_pg(pg, table, pk));
+            hs::table_diff(table, (REF_DB, &a), (SLUICE_DB, &b))
+        })
+        .collect()
 }
 
 fn print_transcript(reqs: &[Request], want: &[Vec<u8>], got: &[Vec<u8>]) {

@@ -390,3 +390,27 @@ pub fn assert_all_answered(reqs: &[Request], answers: &[Vec<u8>], who: &str) {
         );
     }
 }
+
+/// A readable report of how two dumps of `table` (one line per row, in key order)
+/// differ, or None when they are equal.
+pub fn table_diff(
+    table: &str,
+    (an, a): (&str, &[String]),
+    (bn, b): (&str, &[String]),
+) -> Option<String> {
+    if a == b {
+        return None;
+    }
+    let mut msg = format!("table {table} differs after the corpus:");
+    for i in 0..a.len().max(b.len()) {
+        let (x, y) = (a.get(i), b.get(i));
+        if x != y {
+            msg.push_str(&format!(
+                "\n  {an:>8}: {}\n  {bn:>8}: {}",
+                x.map_or("<no row>", String::as_str),
+                y.map_or("<no row>", String::as_str)
+            ));
+        }
+    }
+    Some(msg)
+}
