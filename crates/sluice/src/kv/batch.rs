@@ -7,8 +7,9 @@
 //! that fails answers its own request only: the statements after it that belong to
 //! other requests are sent again (the server ran none of them).
 
-use super::request::{Action, Find, ModKind, Modify, Op, Req, Val};
-use super::rows::{Row, atoll, bound, count_answer, error_answer, hits, rows_answer};
+use super::modify::modify_writes;
+use super::request::{Action, Find, ModKind, Op, Req};
+use super::rows::{Row, bound, count_answer, error_answer, hits, outcome_error, rows_answer};
 use super::sql::{self, Dialect, Extras, Layout};
 use super::{KvConn, KvStats, Outcome};
 use crate::error::Error;
@@ -21,14 +22,14 @@ const MAX_REQUEST_SQL: usize = 4 << 20;
 const MAX_ROUND_SQL: usize = 4 << 20;
 
 /// One statement of a round and the request it serves.
-struct Stmt {
-    sql: Vec<u8>,
+pub(super) struct Stmt {
+    pub(super) sql: Vec<u8>,
     /// Position in the batch of the request; None for BEGIN/COMMIT.
-    req: Option<usize>,
+    pub(super) req: Option<usize>,
 }
 
 /// What each request of the batch is waiting for.
-enum Pending {
+pub(super) enum Pending {
     /// Its answer is written.
     Done,
     /// A find (or the read half of a modification): its statements' layout and outcomes.
@@ -285,142 +286,6 @@ fn find_statements(
     Ok((layout, stmts))
 }
 
-/// After the read half of modification `i` ran: the rows it hits, answered now when
-/// `?` asks for them, and the statements that write them. The reference changes each
-/// row as it reads it, so an IN list that hits a row twice sees it changed the second
-/// time (and a deleted row not at all): repeated rows go through `seen`.
-fn modify_writes(
-    d: &dyn Dialect,
-    r: &Req,
-    i: usize,
-    f: &Find,
-    pending: &mut [Pending],
-    answers: &mut [Vec<u8>],
-) -> Vec<Stmt> {
-    let Some(m) = &f.modify else {
-        return Vec::new();
-    };
-    let Pending::Find { layout, outcomes } = &pending[i] else {
-        return Vec::new();
-    };
-    let rows = match hits(f, layout, outcomes) {
-        Ok(rows) => rows,
-        Err(k) => {
-            outcome_error(&mut answers[i], &outcomes[k]);
-            pending[i] = Pending::Done;
-            return Vec::new();
-        }
-    };
-    let t = &r.index.table;
-    let cols = &r.index.columns;
-    let key_at = layout.returned + layout.filters;
-    let signed_at = key_at + layout.key;
-    // The current state of each row hit so far (None: deleted).
-    let mut seen: HashMap<&[Val], Option<Row>> = HashMap::new();
-    let mut printed: Vec<Row> = Vec::new();
-    let mut stmts = Vec::new();
-    let mut count = 0;
-    for &row in &rows {
-        let key = &row[key_at..signed_at];
-        let mut current = match seen.get(key) {
-            Some(None) => continue,
-            Some(Some(now)) => now.clone(),
-            None => row.clone(),
-        };
-        if m.returning {
-            printed.push(current.clone());
-        }
-        let mut s = Vec::new();
-        match m.kind {
-            ModKind::Delete => {
-                sql::delete(d, &mut s, t, key);
-                seen.insert(key, None);
-                count += 1;
-            }
-            ModKind::Update => {
-                // NULL for a NOT NULL column leaves it as it is.
-                let sets: Vec<(usize, Val)> = cols
-                    .iter()
-                    .copied()
-                    .zip(m.values.iter().cloned())
-                    .filter(|(c, v)| v.is_some() || t.columns[*c].nullable)
-                    .collect();
-                for (k, &c) in cols.iter().enumerate() {
-                    if let Some((_, v)) = sets.iter().find(|(sc, _)| *sc == c) {
-                        current[k] = v.clone();
-                    }
-                }
-                sql::update(d, &mut s, t, &sets, key);
-                seen.insert(key, Some(current));
-                count += 1;
-            }
-            ModKind::Add | ModKind::Sub => {
-                let Some(sets) = arithmetic(m, &current, signed_at, cols) else {
-                    seen.insert(key, Some(current));
-                    continue;
-                };
-                for (c, v) in &sets {
-                    if let Some(k) = cols.iter().position(|x| x == c) {
-                        current[k] = v.clone();
-                        current[signed_at + k] = v.clone();
-                    }
-                }
-                sql::update(d, &mut s, t, &sets, key);
-                seen.insert(key, Some(current));
-                count += 1;
-            }
-        }
-        if !s.is_empty() {
-            stmts.push(Stmt {
-                sql: s,
-                req: Some(i),
-            });
-        }
-    }
-    if m.returning {
-        let refs: Vec<&Row> = printed.iter().collect();
-        rows_answer(&mut answers[i], cols.len(), &refs);
-    }
-    pending[i] = Pending::Writes {
-        count,
-        failed: None,
-    };
-    stmts
-}
-
-/// The new values of `+` / `-` for one row; None when `-` would cross zero in sign
-/// (the row is left alone and not counted).
-fn arithmetic(
-    m: &Modify,
-    row: &Row,
-    signed_at: usize,
-    cols: &[usize],
-) -> Option<Vec<(usize, Val)>> {
-    let mut sets = Vec::new();
-    for (k, (&c, operand)) in cols.iter().zip(&m.values).enumerate() {
-        let (Some(_), Some(operand)) = (&row[k], operand) else {
-            continue;
-        };
-        let Some(old) = row[signed_at + k]
-            .as_deref()
-            .and_then(|v| std::str::from_utf8(v).ok()?.parse::<i64>().ok())
-        else {
-            continue;
-        };
-        let n = atoll(operand);
-        let new = if m.kind == ModKind::Add {
-            old.wrapping_add(n)
-        } else {
-            old.wrapping_sub(n)
-        };
-        if m.kind == ModKind::Sub && ((old < 0 && new > 0) || (old > 0 && new < 0)) {
-            return None;
-        }
-        sets.push((c, Some(new.to_string().into_bytes())));
-    }
-    Some(sets)
-}
-
 /// Runs one round, sending again what an error stopped; outcomes go to their requests.
 /// With `guard` (a writing batch on a server where a failed statement aborts the whole
 /// transaction), each request's statement runs under a savepoint, rolled back to when
@@ -541,13 +406,6 @@ fn deliver(
             }
         }
         Pending::Done => {}
-    }
-}
-
-fn outcome_error(out: &mut Vec<u8>, o: &Outcome) {
-    match o {
-        Outcome::Failed { message, .. } => error_answer(out, 1, message),
-        _ => error_answer(out, 1, "unexpected"),
     }
 }
 

@@ -9,6 +9,7 @@
 //! SQL [`sql::Dialect`]); everything else here is written once.
 
 pub mod batch;
+mod modify;
 pub mod request;
 pub mod rows;
 pub mod sql;

@@ -81,6 +81,14 @@ pub fn rows_answer(out: &mut Vec<u8>, columns: usize, rows: &[&Row]) {
     a.end();
 }
 
+/// The error answer of a failed statement.
+pub fn outcome_error(out: &mut Vec<u8>, o: &Outcome) {
+    match o {
+        Outcome::Failed { message, .. } => error_answer(out, 1, message),
+        _ => error_answer(out, 1, "unexpected"),
+    }
+}
+
 /// `0 1 <n>`.
 pub fn count_answer(out: &mut Vec<u8>, n: u64) {
     sluice_wire_hs::Answer::start(out, 0, 1)
