@@ -425,6 +425,12 @@ async fn an_exploding_in_list_is_refused() {
     )
     .await;
     assert_eq!(got, ["0\t1", "2\t1\ttoolong", "0\t2\t1\ta"]);
+    // A missing table is asked of the catalog once, not at every P.
+    let missing = "P\t2\ttest\tnope\tPRIMARY\tk".to_string();
+    let got = ask(&mut c, &[missing.clone(), missing.clone(), missing]).await;
+    assert_eq!(got, ["1\t1\topen_table"; 3]);
+    let reads = h.kv["hs_read"].stats.catalog_reads.load(Ordering::Relaxed);
+    assert_eq!(reads, 2, "test.t once, test.nope once");
 }
 
 /// An answer larger than `max_message_size` fails by itself; small answers in the same

@@ -117,6 +117,11 @@ enum Job {
     },
 }
 
+/// How long a table the catalog did not have is taken as missing.
+const MISSING_FOR: std::time::Duration = std::time::Duration::from_secs(1);
+/// Most missing tables remembered at once.
+const MAX_MISSING: usize = 4096;
+
 /// Most requests one batch takes (the rest wait for the next).
 const MAX_BATCH: usize = 1024;
 
@@ -129,6 +134,8 @@ pub struct KvStats {
     pub requests: AtomicU64,
     /// Requests answered from a grouped lookup (several keys in one statement).
     pub grouped: AtomicU64,
+    /// Tables read from the server's catalog (found or not).
+    pub catalog_reads: AtomicU64,
 }
 
 /// One HandlerSocket listener's executor.
@@ -136,6 +143,10 @@ pub struct Kv {
     pub stats: Arc<KvStats>,
     jobs: mpsc::UnboundedSender<Job>,
     tables: parking_lot::Mutex<HashMap<(String, String), Arc<Table>>>,
+    /// Tables the catalog did not have, and when it said so: asked again only after
+    /// [`MISSING_FOR`], so a client opening missing tables in a loop cannot keep the
+    /// workers busy reading the catalog.
+    missing: parking_lot::Mutex<HashMap<(String, String), std::time::Instant>>,
 }
 
 impl Kv {
@@ -165,6 +176,7 @@ impl Kv {
             stats,
             jobs: tx,
             tables: Default::default(),
+            missing: Default::default(),
         })
     }
 
@@ -174,6 +186,17 @@ impl Kv {
         if let Some(t) = self.tables.lock().get(&key) {
             return Ok(Some(t.clone()));
         }
+        {
+            let mut missing = self.missing.lock();
+            match missing.get(&key) {
+                Some(at) if at.elapsed() < MISSING_FOR => return Ok(None),
+                Some(_) => {
+                    missing.remove(&key);
+                }
+                None => {}
+            }
+        }
+        self.stats.catalog_reads.fetch_add(1, Ordering::Relaxed);
         let (reply, rx) = oneshot::channel();
         let job = Job::Describe {
             db: key.0.clone(),
@@ -182,6 +205,13 @@ impl Kv {
         };
         self.jobs.send(job).map_err(|_| gone())?;
         let Some(t) = rx.await.map_err(|_| gone())?? else {
+            let mut missing = self.missing.lock();
+            if missing.len() >= MAX_MISSING {
+                missing.retain(|_, at| at.elapsed() < MISSING_FOR);
+            }
+            if missing.len() < MAX_MISSING {
+                missing.insert(key, std::time::Instant::now());
+            }
             return Ok(None);
         };
         // Clients that opened the table at the same moment share one entry, so that
