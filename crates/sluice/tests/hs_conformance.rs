@@ -37,34 +37,7 @@ fn mariadb() -> MariaDbServer {
 }
 
 fn config_text(db: &MariaDbServer) -> String {
-    format!(
-        r#"
-[servers.my]
-protocol = "mysql"
-host = "127.0.0.1"
-port = {port}
-
-[clusters.my]
-servers = ["my"]
-
-[handlersocket.hs_read]
-address = "127.0.0.1:0"
-cluster = "my"
-mode = "read-only"
-user = "{user}"
-password = "{pw}"
-
-[handlersocket.hs_write]
-address = "127.0.0.1:0"
-cluster = "my"
-mode = "read-write"
-user = "{user}"
-password = "{pw}"
-"#,
-        port = db.port(),
-        user = db.user(),
-        pw = db.password(),
-    )
+    hs::listeners_config("mysql", db.port(), db.user(), db.password(), "")
 }
 
 fn dump(db: &MariaDbServer, name: &str, table: &str, pk: &str) -> Vec<String> {

@@ -48,37 +48,8 @@ fn postgres() -> PgServer {
 }
 
 fn config_text(pg: &PgServer) -> String {
-    format!(
-        r#"
-[servers.pg]
-protocol = "postgres"
-host = "127.0.0.1"
-port = {port}
-
-[clusters.pg]
-servers = ["pg"]
-
-[handlersocket.hs_read]
-address = "127.0.0.1:0"
-cluster = "pg"
-mode = "read-only"
-user = "{user}"
-password = "{pw}"
-database = "{database}"
-
-[handlersocket.hs_write]
-address = "127.0.0.1:0"
-cluster = "pg"
-mode = "read-write"
-user = "{user}"
-password = "{pw}"
-database = "{database}"
-"#,
-        port = pg.port(),
-        user = pg.superuser(),
-        pw = pg.password(),
-        database = PG_DATABASE,
-    )
+    let extra = format!("database = \"{PG_DATABASE}\"");
+    hs::listeners_config("postgres", pg.port(), pg.superuser(), pg.password(), &extra)
 }
 
 fn readable(line: &str) -> String {

@@ -67,6 +67,19 @@ pub struct Table {
 }
 
 impl Table {
+    /// A table of `columns` and `indexes` (in the server's key order); the index called
+    /// `PRIMARY` is its primary key.
+    pub fn new(db: &str, name: &str, columns: Vec<Column>, indexes: Vec<Index>) -> Table {
+        let primary = indexes.iter().position(|i| i.name == "PRIMARY");
+        Table {
+            db: db.to_string(),
+            name: name.to_string(),
+            columns,
+            indexes,
+            primary,
+        }
+    }
+
     /// The columns that identify a row: the primary key's, else those of the first
     /// unique index whose columns are all NOT NULL (a NULL key would name several rows).
     pub fn row_key(&self) -> Option<&[usize]> {

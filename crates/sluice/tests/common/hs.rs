@@ -414,3 +414,20 @@ pub fn table_diff(
     }
     Some(msg)
 }
+
+/// Sluice config text: server `srv` (`protocol`, `port`) alone in its cluster, and the
+/// listeners `hs_read` and `hs_write` on it logging in as `user`/`pw` (plus `extra` lines).
+pub fn listeners_config(protocol: &str, port: u16, user: &str, pw: &str, extra: &str) -> String {
+    let listener = |name: &str, mode: &str| {
+        format!(
+            "[handlersocket.{name}]\naddress = \"127.0.0.1:0\"\ncluster = \"srv\"\n\
+             mode = \"{mode}\"\nuser = \"{user}\"\npassword = \"{pw}\"\n{extra}\n"
+        )
+    };
+    format!(
+        "[servers.srv]\nprotocol = \"{protocol}\"\nhost = \"127.0.0.1\"\nport = {port}\n\n\
+         [clusters.srv]\nservers = [\"srv\"]\n\n{}{}",
+        listener("hs_read", "read-only"),
+        listener("hs_write", "read-write")
+    )
+}

@@ -122,14 +122,7 @@ impl KvBackend for MyKv {
                 }),
             }
         }
-        let primary = indexes.iter().position(|i| i.name == "PRIMARY");
-        Ok(Some(Table {
-            db: db.to_string(),
-            name: table.to_string(),
-            columns,
-            indexes,
-            primary,
-        }))
+        Ok(Some(Table::new(db, table, columns, indexes)))
     }
 
     fn dialect(&self) -> &dyn Dialect {

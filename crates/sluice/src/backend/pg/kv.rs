@@ -138,14 +138,7 @@ impl KvBackend for PgKv {
                 unique: r[1].as_deref() == Some(b"t"),
             });
         }
-        let primary = indexes.iter().position(|i| i.name == "PRIMARY");
-        Ok(Some(Table {
-            db: db.to_string(),
-            name: table.to_string(),
-            columns,
-            indexes,
-            primary,
-        }))
+        Ok(Some(Table::new(db, table, columns, indexes)))
     }
 
     fn dialect(&self) -> &dyn Dialect {
