@@ -306,6 +306,13 @@ impl<C: PoolConn> Pool<C> {
         if let Some(conn) = got {
             return Ok(self.leased(conn));
         }
+        // Boxed: waiting and opening need a large future, which would otherwise sit in
+        // every client's task for as long as it is connected.
+        Box::pin(self.lease_slow()).await
+    }
+
+    /// Waits for an idle connection or a free slot to open one in.
+    async fn lease_slow(self: &Arc<Self>) -> Result<Lease<C>, LoginError> {
         let deadline = tokio::time::Instant::now() + self.settings.wait_timeout;
         let mut waited = false;
         loop {

@@ -28,6 +28,9 @@ pub struct Shared {
     /// server connection (by the server's pid), so notifications name their sender
     /// the way that client knows itself.
     pub holders: parking_lot::Mutex<HashMap<i32, i32>>,
+    /// PostgreSQL clients' views of the server-reported parameters: most clients see
+    /// the same ones, and an idle client should not hold a copy of its own.
+    pub pg_views: crate::intern::Interner<std::collections::BTreeMap<String, String>>,
     /// TLS towards each server that uses it, by server name.
     pub connectors: HashMap<String, tokio_rustls::TlsConnector>,
     pub shutdown: watch::Receiver<bool>,
@@ -52,6 +55,7 @@ impl Shared {
             my_effects: crate::session::effects::EffectCache::new(sluice_sql::Dialect::MySql),
             mysql: Default::default(),
             holders: Default::default(),
+            pg_views: Default::default(),
             connectors,
             shutdown,
             clients: AtomicUsize::new(0),

@@ -24,6 +24,37 @@ impl Stream {
         matches!(self.tcp().try_read(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 
+    /// Reads into `buf`, growing it by `chunk` when it has less than 1 KiB free. A plain
+    /// socket is first waited on without a buffer, so that a connection with nothing to
+    /// read holds no buffer memory (the caller may drop an empty buffer while it waits);
+    /// TLS reads go through rustls, which keeps its own buffer anyway.
+    pub fn poll_read_grow(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut bytes::BytesMut,
+        chunk: usize,
+    ) -> Poll<io::Result<usize>> {
+        let grow = |buf: &mut bytes::BytesMut| {
+            if buf.capacity() - buf.len() < 1024 {
+                buf.reserve(chunk);
+            }
+        };
+        match self {
+            Stream::Plain(s) => loop {
+                std::task::ready!(s.poll_read_ready(cx))?;
+                grow(buf);
+                match s.try_read_buf(buf) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    r => return Poll::Ready(r),
+                }
+            },
+            _ => {
+                grow(buf);
+                tokio_util::io::poll_read_buf(Pin::new(self), cx, buf)
+            }
+        }
+    }
+
     pub fn tcp(&self) -> &TcpStream {
         match self {
             Stream::Plain(s) => s,

@@ -40,9 +40,12 @@ pub struct Pump {
     shutdown_wait: Pin<Box<dyn Future<Output = ()> + Send>>,
 }
 
-fn reserve(buf: &mut BytesMut) {
-    if buf.capacity() - buf.len() < 1024 {
-        buf.reserve(READ_CHUNK);
+/// Gives an empty buffer's memory back: a client waiting for its next statement (or
+/// for an answer) holds no buffer of its own, which is what lets thousands of idle
+/// clients cost a few KiB each.
+fn release(buf: &mut BytesMut) {
+    if buf.is_empty() && buf.capacity() > 0 {
+        *buf = BytesMut::new();
     }
 }
 
@@ -73,12 +76,10 @@ impl Pump {
     ) -> Poll<Event> {
         if let Some((stream, rbuf)) = server {
             if self.to_client.len() < HIGH_WATER {
-                reserve(rbuf);
-                if let Poll::Ready(r) =
-                    tokio_util::io::poll_read_buf(Pin::new(&mut *stream), cx, rbuf)
-                {
+                if let Poll::Ready(r) = stream.poll_read_grow(cx, rbuf, READ_CHUNK) {
                     return Poll::Ready(Event::ServerRead(r));
                 }
+                release(rbuf);
             }
             if !self.to_server.is_empty() {
                 match Pin::new(&mut *stream).poll_write(cx, &self.to_server) {
@@ -117,17 +118,18 @@ impl Pump {
         }
         // While draining, the client may still finish its transaction: keep reading
         // until it is between transactions (the relay then ends the session).
-        if self.to_server.len() < HIGH_WATER && !self.pause_client {
-            reserve(&mut self.cbuf);
-            if let Poll::Ready(r) =
-                tokio_util::io::poll_read_buf(Pin::new(&mut self.client), cx, &mut self.cbuf)
-            {
-                return Poll::Ready(Event::ClientRead(r));
-            }
+        if self.to_server.len() < HIGH_WATER
+            && !self.pause_client
+            && let Poll::Ready(r) = self.client.poll_read_grow(cx, &mut self.cbuf, READ_CHUNK)
+        {
+            return Poll::Ready(Event::ClientRead(r));
         }
         if !self.shutting_down && self.shutdown_wait.as_mut().poll(cx).is_ready() {
             return Poll::Ready(Event::Shutdown);
         }
+        release(&mut self.cbuf);
+        release(&mut self.to_client);
+        release(&mut self.to_server);
         Poll::Pending
     }
 

@@ -87,24 +87,37 @@ impl Client {
 }
 
 pub async fn serve(a: crate::frontend::Accepted) {
+    let shared = a.shared.clone();
+    // Everything up to the relay runs in a box of its own, freed once the client is
+    // logged in: a connected client's task then holds little more than its relay.
+    let Some((session, client, _slot)) = Box::pin(admit(a)).await else {
+        return;
+    };
+    Box::pin(relay::run(shared, session, client)).await;
+}
+
+/// Greeting and login: the logged-in client, or None when the connection ended here.
+async fn admit(
+    a: crate::frontend::Accepted,
+) -> Option<(login::Session, Client, crate::shared::ClientSlot)> {
     let mut client = Client {
         stream: Stream::Plain(a.tcp),
         buf: BytesMut::new(),
         caps: consts::CLIENT_PROTOCOL_41,
     };
     let (shared, ctx) = (a.shared, a.ctx);
-    let Some(_slot) = a.slot else {
+    let Some(slot) = a.slot else {
         let e = Error::new(
             Kind::PoolTimeout,
             crate::error::Side::Client,
             "Too many connections",
         );
         client.fatal(0, &e).await;
-        return;
+        return None;
     };
     let login = login::login(&shared, &ctx, client);
     let Ok(Some((session, client))) = tokio::time::timeout(LOGIN_TIMEOUT, login).await else {
-        return;
+        return None;
     };
-    relay::run(shared, session, client).await;
+    Some((session, client, slot))
 }

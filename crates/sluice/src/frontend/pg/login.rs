@@ -22,8 +22,9 @@ pub struct Session {
     pub pool: Arc<Pool<ServerConn>>,
     pub lease: Option<Lease<ServerConn>>,
     pub cancel: Registration,
-    /// Values of the server-reported parameters as this client has seen them.
-    pub client_params: BTreeMap<String, String>,
+    /// Values of the server-reported parameters as this client has seen them (shared
+    /// with the clients that see the same; copied when this one's change).
+    pub client_params: Arc<BTreeMap<String, String>>,
     /// Cached fingerprint of `client_params` (None when it changed).
     pub client_fp: Option<u64>,
     pub max_message: usize,
@@ -232,10 +233,10 @@ pub async fn login(
             }
         }
     };
-    let client_params = match &lease {
+    let client_params = shared.pg_views.intern(match &lease {
         Some(l) => l.reported.clone(),
         None => replay::client_view(&pool.welcome().unwrap_or_default(), &params),
-    };
+    });
     let pid = match (plan.mode, &lease) {
         (PoolMode::Session, Some(l)) => l.pid,
         _ => shared.next_pid(),

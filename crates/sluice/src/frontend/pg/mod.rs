@@ -39,12 +39,26 @@ impl Client {
 }
 
 pub async fn serve(a: crate::frontend::Accepted) {
+    let shared = a.shared.clone();
+    // Everything up to the relay runs in a box of its own, freed once the client is
+    // logged in: a connected client's task then holds little more than its relay.
+    let Some((session, client, _slot)) = Box::pin(admit(a)).await else {
+        return;
+    };
+    Box::pin(relay::run(shared, session, client)).await;
+}
+
+/// Startup, cancel requests and login: the logged-in client, or None when the
+/// connection ended here.
+async fn admit(
+    a: crate::frontend::Accepted,
+) -> Option<(login::Session, Client, crate::shared::ClientSlot)> {
     let (shared, ctx, slot) = (a.shared, a.ctx, a.slot);
     let stream = Stream::Plain(a.tcp);
     let negotiated =
         match tokio::time::timeout(LOGIN_TIMEOUT, startup::negotiate(&ctx, stream)).await {
             Ok(n) => n,
-            Err(_) => return,
+            Err(_) => return None,
         };
     let (start, buf) = match negotiated {
         Ok(s) => s,
@@ -58,32 +72,35 @@ pub async fn serve(a: crate::frontend::Accepted) {
                 .fatal(&e)
                 .await;
             }
-            return;
+            return None;
         }
     };
     match start {
-        startup::Start::Cancel { pid, secret } => cancel(&shared, pid, secret).await,
+        startup::Start::Cancel { pid, secret } => {
+            cancel(&shared, pid, secret).await;
+            None
+        }
         startup::Start::Startup {
             stream,
             params,
             version,
         } => {
             let mut client = Client { stream, buf };
-            let Some(_slot) = slot else {
+            let Some(slot) = slot else {
                 let e = Error::new(
                     crate::error::Kind::PoolTimeout,
                     crate::error::Side::Client,
                     "sorry, too many clients already",
                 );
                 client.fatal(&e).await;
-                return;
+                return None;
             };
             // A client that stalls during login must not hold its slot for ever.
             let login = login::login(&shared, &ctx, &mut client, params, version);
             let Ok(Some(session)) = tokio::time::timeout(LOGIN_TIMEOUT, login).await else {
-                return;
+                return None;
             };
-            relay::run(shared, session, client).await;
+            Some((session, client, slot))
         }
     }
 }

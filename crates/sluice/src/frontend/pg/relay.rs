@@ -154,7 +154,9 @@ pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
         client_gone: false,
     };
     let end = r.main_loop().await;
-    r.finish(end).await;
+    // Boxed: ending a session (flushing, resetting the connection) needs a large future,
+    // which would otherwise sit in every connected client's task.
+    Box::pin(r.finish(end)).await;
 }
 
 impl Relay {

@@ -10,6 +10,7 @@ use sluice_sql::Effect;
 use sluice_wire_pg::Item;
 use sluice_wire_pg::msg::{self, be};
 use sluice_wire_pg::track::{Kind as TKind, Outcome};
+use std::sync::Arc;
 
 fn desync(e: impl std::fmt::Display) -> Error {
     Error::new(Kind::Desync, Side::Server, e.to_string())
@@ -103,7 +104,7 @@ impl Relay {
                     if let Some((k, v)) = param {
                         conn.set_reported(&k, &v);
                         if fwd {
-                            self.s.client_params.insert(k, v);
+                            Arc::make_mut(&mut self.s.client_params).insert(k, v);
                             self.s.client_fp = None;
                         }
                     }

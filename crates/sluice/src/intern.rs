@@ -1,0 +1,83 @@
+//! Values many clients hold alike, kept once: a client interns its copy and holds the
+//! shared one (copy-on-write if it ever changes it). Entries are weak, so a value no
+//! client holds any more goes away; dead entries are swept when the table grows.
+
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash};
+use std::sync::{Arc, Weak};
+
+pub struct Interner<T> {
+    map: Mutex<HashMap<u64, Vec<Weak<T>>>>,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+impl<T> Default for Interner<T> {
+    fn default() -> Self {
+        Interner {
+            map: Mutex::new(HashMap::new()),
+            hasher: Default::default(),
+        }
+    }
+}
+
+/// Sweep dead entries when the table holds this many hashes.
+const SWEEP_AT: usize = 1024;
+
+impl<T: Hash + Eq> Interner<T> {
+    /// The shared value equal to `v` (which becomes the shared one if there is none).
+    pub fn intern(&self, v: T) -> Arc<T> {
+        let h = self.hasher.hash_one(&v);
+        let mut map = self.map.lock();
+        if let Some(found) = map
+            .get(&h)
+            .and_then(|bucket| bucket.iter().filter_map(Weak::upgrade).find(|x| **x == v))
+        {
+            return found;
+        }
+        if map.len() >= SWEEP_AT {
+            map.retain(|_, bucket| {
+                bucket.retain(|w| w.strong_count() > 0);
+                !bucket.is_empty()
+            });
+        }
+        let arc = Arc::new(v);
+        let bucket = map.entry(h).or_default();
+        bucket.retain(|w| w.strong_count() > 0);
+        bucket.push(Arc::downgrade(&arc));
+        arc
+    }
+
+    /// Hashes held (live or not yet swept).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.map.lock().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_values_share_one_allocation() {
+        let i = Interner::default();
+        let a = i.intern(vec![1, 2, 3]);
+        let b = i.intern(vec![1, 2, 3]);
+        let c = i.intern(vec![4]);
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(*c, vec![4]);
+    }
+
+    #[test]
+    fn unheld_values_go_away() {
+        let i = Interner::default();
+        for n in 0..3 * SWEEP_AT {
+            drop(i.intern(n));
+        }
+        assert!(i.len() <= SWEEP_AT + 1, "{}", i.len());
+        let kept = i.intern(7usize);
+        assert!(Arc::ptr_eq(&kept, &i.intern(7usize)));
+    }
+}
