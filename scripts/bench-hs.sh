@@ -34,9 +34,9 @@
 #  4. one unrecorded 2-second run per target (warm-up), then for each
 #     connection count --rounds rounds of one run per target, in this order
 #     (A B C A B C ...):
-#       sql-direct     sluice-bench --scenario point-select (prepared
+#       sql-direct     sluice-bench run --scenario point-select (prepared
 #                      SELECT ... WHERE user_id = ?, one in flight) to the server
-#       plugin-dD      sluice-bench --scenario kv-lookup --depth D to the plugin
+#       plugin-dD      sluice-bench run --scenario kv-lookup --depth D to the plugin
 #       sluice-dD      the same to Sluice's listener
 #     (plugin and Sluice alternate per depth: plugin-d1 sluice-d1 plugin-d16 ...);
 #  5. reports per connection count and target the median lookups/s, its ratio
@@ -257,7 +257,7 @@ run_target() {
     local t=$1 c=$2 rc=0 json="$RUNLOG_DIR/run.json" log="$RUNLOG_DIR/run.log"
     local -a what=()
     case "$t" in
-        sql-direct) what=(--scenario point-select --addr "127.0.0.1:$SL_MY_PORT" --user root) ;;
+        sql-direct) what=(--scenario point-select --protocol mysql --mode prepared --addr "127.0.0.1:$SL_MY_PORT" --user root --key-column user_id) ;;
         plugin-d*) what=(--scenario kv-lookup --addr "127.0.0.1:$PLUGIN_PORT" --depth "${t#plugin-d}") ;;
         sluice-d*) what=(--scenario kv-lookup --addr "127.0.0.1:$SLUICE_HS_PORT" --depth "${t#sluice-d}") ;;
         sluice-pg-d*) what=(--scenario kv-lookup --addr "127.0.0.1:$SLUICE_PG_PORT" --depth "${t#sluice-pg-d}") ;;
@@ -270,7 +270,7 @@ run_target() {
     m0="$(sl_proc_cpu_ticks "$SL_MY_PID")"
     rm -f "$json"
     sl_run timeout --kill-after=5 $((WARMUP + DURATION + 60)) \
-        "$BENCH_BIN" "${what[@]}" --db "$DB" --connections "$c" --keys "$ROWS" \
+        "$BENCH_BIN" run "${what[@]}" --table user --columns user_id,user_name,user_email,created --db "$DB" --connections "$c" --keys "$ROWS" \
         --warmup "$WARMUP" --duration "$DURATION" --threads "$BENCH_THREADS" \
         --seed "$RANDOM" --json "$json" >"$log" 2>&1 || rc=$?
     s1="$(sl_proc_cpu_ticks "$SL_SLUICE_PID")"
@@ -282,7 +282,7 @@ run_target() {
         local misses
         read -r R_OPS R_P50 R_P99 R_ANSWERED misses < <(python3 -c '
 import json, sys
-r = json.load(open(sys.argv[1]))
+r = json.load(open(sys.argv[1]))["summary"]
 print("%.1f" % r["ops_per_sec"], r["latency_us"]["p50"], r["latency_us"]["p99"], r["answered"], r["misses"])' "$json")
         if [[ "$misses" == 0 ]]; then
             R_STATUS=ok

@@ -148,7 +148,7 @@ sl_proc_cpu_ticks() {
 # Creates and starts a temp cluster (owned by the postgres OS user) on a free
 # loopback port: superuser "postgres" with PASSWORD, scram-sha-256 for TCP
 # connections (SL_PG_HOST_AUTH overrides), trust on its private unix socket.
-# Sets SL_PG_HOST, SL_PG_PORT,
+# SL_PG_PORT_WANTED picks the port instead. Sets SL_PG_HOST, SL_PG_PORT,
 # SL_PG_DIR, SL_PG_SOCKDIR. Stopped and deleted at exit.
 sl_pg_start_throwaway() {
     local password=$1; shift
@@ -159,7 +159,7 @@ sl_pg_start_throwaway() {
     sl_defer "rm -rf '$dir'"
     chown postgres: "$dir"
     chmod 700 "$dir"
-    port="$(sl_free_port)"
+    port="${SL_PG_PORT_WANTED:-$(sl_free_port)}"
     printf '%s\n' "$password" >"$dir/pwfile"
     chown postgres: "$dir/pwfile"
     runuser -u postgres -- "$SL_PGBIN/initdb" -D "$dir/data" -U postgres \
@@ -218,7 +218,8 @@ sl_pg_admin() {
 # authenticate with scram-sha-256 against a generated userlist; PgBouncer logs
 # in to the server with the same (plaintext-known) password. An empty
 # PASSWORD means trust (for a trust-auth server). Extra [pgbouncer] lines can
-# be given in SL_PGBOUNCER_EXTRA (newline-separated). Sets
+# be given in SL_PGBOUNCER_EXTRA (newline-separated); SL_PGB_PORT_WANTED picks
+# the port instead of a free one. Sets
 # SL_PGB_PORT, SL_PGB_PID, SL_PGB_DIR. Stopped at exit.
 sl_pgbouncer_start() {
     local mode=$1 bhost=$2 bport=$3 user=$4 password=$5 pool=${6:-20} maxc=${7:-2000}
@@ -227,7 +228,7 @@ sl_pgbouncer_start() {
     bin="$(command -v pgbouncer)"
     dir="$(mktemp -d /tmp/sluice-script-pgbouncer.XXXXXX)"
     sl_defer "rm -rf '$dir'"
-    port="$(sl_free_port)"
+    port="${SL_PGB_PORT_WANTED:-$(sl_free_port)}"
     # No password (a trust-auth server): PgBouncer trusts its clients too.
     local auth=scram-sha-256
     [[ -n "$password" ]] || auth=trust

@@ -40,7 +40,8 @@ sl_mariadb_find_bins() {
 # local_infile=1, max_allowed_packet=1G, max_connections=300, utf8mb4, no
 # binary log, durability traded for speed. EXTRA_MARIADBD_ARGS come last on
 # mariadbd's command line, so they override these (e.g.
-# --max-connections=500). Sets SL_MY_HOST (127.0.0.1), SL_MY_PORT, SL_MY_DIR,
+# --max-connections=500). SL_MY_PORT_WANTED picks the port instead of a free
+# one. Sets SL_MY_HOST (127.0.0.1), SL_MY_PORT, SL_MY_DIR,
 # SL_MY_SOCKET, SL_MY_PID, SL_MY_VERSION. Stopped and deleted at exit.
 sl_mariadb_start() {
     local password=$1; shift
@@ -83,7 +84,7 @@ EOF
     chmod 600 "$dir/init.sql" "$dir/client.cnf"
     # Another process may take the port between sl_free_port and the bind.
     for try in 1 2 3; do
-        port="$(sl_free_port)"
+        port="${SL_MY_PORT_WANTED:-$(sl_free_port)}"
         env -u MYSQL_PWD -u MYSQL_HOST -u MYSQL_TCP_PORT -u MYSQL_UNIX_PORT LC_ALL=C \
             "$SL_MARIADBD" --no-defaults "${user_arg[@]}" \
             --datadir="$dir/data" --socket="$dir/mysqld.sock" --pid-file="$dir/mariadbd.pid" \

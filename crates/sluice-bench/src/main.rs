@@ -1,67 +1,101 @@
-//! sluice-bench: Sluice's load generator. One invocation is one run of one scenario
-//! against one address (a server directly, Sluice, or a peer): it opens the
-//! connections, runs a warm-up, measures for `--duration` seconds, and prints one line
-//! (and, with `--json FILE`, the same numbers as JSON). Comparing targets, alternating
-//! rounds and taking medians is the calling script's job (scripts/bench-hs.sh).
+//! sluice-bench: Sluice's load generator and side-by-side benchmark runner.
 //!
-//! Scenarios:
-//! - `kv-lookup`: HandlerSocket primary-key lookups, `--depth` in flight per connection;
-//! - `point-select`: MySQL-protocol prepared `SELECT ... WHERE key = ?`, one in flight.
+//! - `run`: one scenario against one address (a server directly, Sluice, or a peer);
+//!   prints one line and, with `--json FILE`, the same numbers as JSON;
+//! - `setup`: creates the database and the `sluice_bench` table the scenarios read;
+//! - `compare FILE`: a benchmark file's targets in alternation over several rounds,
+//!   starting and stopping the processes it names, with their CPU time and memory;
+//! - `report RESULTS...`: results documents as markdown tables and SVG charts.
 
-mod scenario;
-mod stats;
-
-use anyhow::{Context, Result, bail};
-use clap::{Parser, ValueEnum};
-use scenario::Plan;
-use scenario::kv::KvTarget;
-use scenario::point_select::SqlTarget;
-use serde::Serialize;
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use sluice_bench::compare::{self, CompareOptions};
+use sluice_bench::report::{self, ReportOptions};
+use sluice_bench::results::Results;
+use sluice_bench::scenario::Plan;
+use sluice_bench::scenario::setup::ensure_table;
+use sluice_bench::scenario::sql::{Mode, Protocol, SqlTarget};
+use sluice_bench::spec::{RunSpec, Scenario};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "kebab-case")]
-enum Scenario {
-    /// HandlerSocket lookups (`P` once, then `1\t=\t1\t<key>` lines).
-    KvLookup,
-    /// SQL prepared point selects over the MySQL protocol.
-    PointSelect,
-}
 
 #[derive(Debug, Parser)]
 #[command(
     name = "sluice-bench",
     version,
-    about = "Load generator for Sluice and its peers"
+    about = "Load generator and side-by-side benchmark runner for Sluice and its peers"
 )]
-struct Args {
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// One scenario against one address.
+    Run(RunArgs),
+    /// Create the database and the sluice_bench table (on the server itself).
+    Setup(SetupArgs),
+    /// Run a benchmark file: targets in alternation, processes started and measured.
+    Compare(CompareArgs),
+    /// Render results documents as markdown (and SVG charts).
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+struct Login {
+    /// Protocol of the target (kv-lookup speaks HandlerSocket whatever this says).
+    #[arg(long, value_enum, default_value = "pg")]
+    protocol: Protocol,
+    /// host:port of the target.
+    #[arg(long)]
+    addr: String,
+    /// SQL user (default: postgres for pg, root for mysql).
+    #[arg(long)]
+    user: Option<String>,
+    /// SQL password; without it, SLUICE_BENCH_PASSWORD from the environment (keeps it
+    /// off the command line), else empty.
+    #[arg(long)]
+    password: Option<String>,
+    /// Database (PostgreSQL) or schema (MySQL, HandlerSocket) of the table.
+    #[arg(long, default_value = "bench")]
+    db: String,
+}
+
+impl Login {
+    fn user(&self) -> String {
+        self.user
+            .clone()
+            .unwrap_or_else(|| self.protocol.default_user().to_string())
+    }
+
+    fn password(&self) -> String {
+        self.password
+            .clone()
+            .or_else(|| std::env::var("SLUICE_BENCH_PASSWORD").ok())
+            .unwrap_or_default()
+    }
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
     /// What each connection does.
     #[arg(long, value_enum)]
     scenario: Scenario,
-    /// host:port of the target (a HandlerSocket listener for kv-lookup, a MySQL-protocol
-    /// server or proxy for point-select).
-    #[arg(long)]
-    addr: String,
-    /// SQL user (point-select).
-    #[arg(long, default_value = "root")]
-    user: String,
-    /// SQL password (point-select); without it, SLUICE_BENCH_PASSWORD from the
-    /// environment (keeps it off the command line), else empty.
-    #[arg(long)]
-    password: Option<String>,
-    /// Database (schema) of the table.
-    #[arg(long, default_value = "bench")]
-    db: String,
-    /// Table looked up.
-    #[arg(long, default_value = "user")]
+    #[command(flatten)]
+    login: Login,
+    /// simple: statement text with the key in it; prepared: server-side prepared.
+    #[arg(long, value_enum, default_value = "simple")]
+    mode: Mode,
+    /// Table read.
+    #[arg(long, default_value = "sluice_bench")]
     table: String,
-    /// Columns each lookup returns (comma-separated).
-    #[arg(long, default_value = "user_id,user_name,user_email,created")]
-    columns: String,
-    /// The primary-key column (point-select's WHERE).
-    #[arg(long, default_value = "user_id")]
+    /// Columns returned (comma-separated; default c, kv-lookup id,k,c,pad).
+    #[arg(long)]
+    columns: Option<String>,
+    /// The primary-key column.
+    #[arg(long, default_value = "id")]
     key_column: String,
     /// Index opened for kv-lookup.
     #[arg(long, default_value = "PRIMARY")]
@@ -69,9 +103,12 @@ struct Args {
     /// Concurrent connections.
     #[arg(long, default_value_t = 16)]
     connections: usize,
-    /// Requests in flight per connection (kv-lookup only; point-select is always 1).
+    /// Requests in flight per connection (kv-lookup only).
     #[arg(long, default_value_t = 1)]
     depth: usize,
+    /// Open loop: requests per second over all connections (default: closed loop).
+    #[arg(long)]
+    rate: Option<f64>,
     /// Measured seconds.
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
@@ -79,7 +116,7 @@ struct Args {
     #[arg(long, default_value_t = 1.0)]
     warmup: f64,
     /// Keys are drawn uniformly from 1..=KEYS.
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 100_000)]
     keys: u64,
     /// Seed of the key sequences (connection i uses SEED + i).
     #[arg(long, default_value_t = 1)]
@@ -87,34 +124,73 @@ struct Args {
     /// Runtime threads of the load generator (1: one current-thread runtime).
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// Create and fill the table first (on this address) when it is not there.
+    #[arg(long)]
+    setup: bool,
     /// Also write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
 }
 
-/// The JSON document of one run: its settings and its results.
-#[derive(Debug, Serialize)]
-struct Report<'a> {
-    scenario: Scenario,
-    addr: &'a str,
-    connections: usize,
-    depth: usize,
+#[derive(Debug, Args)]
+struct SetupArgs {
+    #[command(flatten)]
+    login: Login,
+    /// Rows (keys 1..=KEYS).
+    #[arg(long, default_value_t = 100_000)]
     keys: u64,
-    warmup_s: f64,
-    threads: usize,
-    #[serde(flatten)]
-    results: stats::Summary,
+}
+
+#[derive(Debug, Args)]
+struct CompareArgs {
+    /// The benchmark file (TOML; see benches/).
+    file: PathBuf,
+    /// Where to write the results document (default target/bench/<file stem>.json).
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Only these tables (ids), and the connection scale only if named "scale".
+    #[arg(long)]
+    only: Vec<String>,
+    /// Override the file's rounds.
+    #[arg(long)]
+    rounds: Option<u32>,
+    /// Override the file's seconds per run.
+    #[arg(long)]
+    duration: Option<f64>,
+}
+
+#[derive(Debug, Args)]
+struct ReportArgs {
+    /// Results documents written by `compare`.
+    #[arg(required = true)]
+    results: Vec<PathBuf>,
+    /// Write the markdown here (default: standard output).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Write the SVG charts into this directory (default: next to --out, in bench/).
+    #[arg(long)]
+    svg_dir: Option<PathBuf>,
+    /// How the markdown links the charts (default: the svg dir relative to --out).
+    #[arg(long)]
+    svg_link: Option<String>,
 }
 
 fn secs(what: &str, v: f64) -> Result<Duration> {
     if !(0.0..=86_400.0).contains(&v) {
-        bail!("--{what} must be between 0 and 86400 seconds");
+        anyhow::bail!("--{what} must be between 0 and 86400 seconds");
     }
     Ok(Duration::from_secs_f64(v))
 }
 
 fn main() -> ExitCode {
-    match real_main() {
+    let cli = Cli::parse();
+    let res = match cli.command {
+        Command::Run(a) => run(a),
+        Command::Setup(a) => setup(a),
+        Command::Compare(a) => compare_cmd(a),
+        Command::Report(a) => report_cmd(a),
+    };
+    match res {
         Ok(code) => code,
         Err(e) => {
             eprintln!("sluice-bench: {e:#}");
@@ -123,107 +199,185 @@ fn main() -> ExitCode {
     }
 }
 
-fn real_main() -> Result<ExitCode> {
-    let args = Args::parse();
-    if args.connections == 0 {
-        bail!("--connections must be at least 1");
-    }
-    if args.threads == 0 {
-        bail!("--threads must be at least 1");
-    }
-    if args.depth == 0 {
-        bail!("--depth must be at least 1");
-    }
-    if args.scenario == Scenario::PointSelect && args.depth != 1 {
-        bail!("point-select keeps one statement in flight per connection; --depth must be 1");
-    }
-    let plan = Plan {
-        connections: args.connections,
-        warmup: secs("warmup", args.warmup)?,
-        duration: secs("duration", args.duration)?,
-        keys: args.keys.max(1),
-        seed: args.seed,
+fn run(a: RunArgs) -> Result<ExitCode> {
+    let mut spec = RunSpec::new(a.scenario, a.login.protocol, &a.login.addr);
+    spec.mode = a.mode;
+    spec.user = a.login.user();
+    spec.password = a.login.password();
+    spec.db = a.login.db.clone();
+    spec.table = a.table;
+    spec.columns = a.columns;
+    spec.key_column = a.key_column;
+    spec.index = a.index;
+    spec.depth = a.depth;
+    spec.threads = a.threads;
+    spec.progress = true;
+    spec.plan = Plan {
+        connections: a.connections,
+        warmup: secs("warmup", a.warmup)?,
+        duration: secs("duration", a.duration)?,
+        keys: a.keys.max(1),
+        seed: a.seed,
+        rate: a.rate,
     };
-    if plan.duration.is_zero() {
-        bail!("--duration must be more than 0");
+    if a.setup {
+        block_on(ensure_table(&spec.sql_target(), spec.plan.keys))??;
     }
-    let rt = if args.threads == 1 {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(args.threads)
-            .enable_all()
-            .build()
-    }
-    .context("start the runtime")?;
-    let (stats, window) = rt.block_on(async {
-        match args.scenario {
-            Scenario::KvLookup => {
-                let t = KvTarget {
-                    addr: args.addr.clone(),
-                    db: args.db.clone(),
-                    table: args.table.clone(),
-                    index: args.index.clone(),
-                    columns: args.columns.clone(),
-                    depth: args.depth,
-                };
-                scenario::kv::run(&plan, &t).await
-            }
-            Scenario::PointSelect => {
-                let t = SqlTarget {
-                    addr: args.addr.clone(),
-                    user: args.user.clone(),
-                    password: args
-                        .password
-                        .clone()
-                        .or_else(|| std::env::var("SLUICE_BENCH_PASSWORD").ok())
-                        .unwrap_or_default(),
-                    db: args.db.clone(),
-                    table: args.table.clone(),
-                    columns: args.columns.clone(),
-                    key_column: args.key_column.clone(),
-                };
-                scenario::point_select::run(&plan, &t).await
-            }
-        }
-    })?;
-    // Connections still draining must not hold the process up.
-    rt.shutdown_timeout(Duration::from_secs(1));
-    let summary = stats.summarize(window);
-    let name = args
-        .scenario
-        .to_possible_value()
-        .map(|v| v.get_name().to_string())
-        .unwrap_or_default();
+    let summary = spec.execute()?;
     println!(
-        "{name} addr={} connections={} depth={}: {}",
-        args.addr,
-        args.connections,
-        args.depth,
+        "{} addr={} connections={} depth={}: {}",
+        spec.scenario.name(),
+        spec.addr,
+        spec.plan.connections,
+        spec.depth,
         summary.line()
     );
-    let failed = summary.errors > 0 || summary.ops == 0;
-    if let Some(path) = &args.json {
-        let report = Report {
-            scenario: args.scenario,
-            addr: &args.addr,
-            connections: args.connections,
-            depth: args.depth,
-            keys: plan.keys,
-            warmup_s: plan.warmup.as_secs_f64(),
-            threads: args.threads,
-            results: summary,
-        };
-        let mut text = serde_json::to_string_pretty(&report).context("encode JSON")?;
+    if let Some(path) = &a.json {
+        let doc = serde_json::json!({
+            "scenario": spec.scenario,
+            "protocol": spec.protocol_name(),
+            "mode": spec.mode_name(),
+            "addr": spec.addr,
+            "connections": spec.plan.connections,
+            "depth": spec.depth,
+            "rate": spec.plan.rate,
+            "keys": spec.plan.keys,
+            "warmup_s": spec.plan.warmup.as_secs_f64(),
+            "threads": spec.threads,
+            "summary": summary,
+        });
+        let mut text = serde_json::to_string_pretty(&doc).context("encode JSON")?;
         text.push('\n');
         std::fs::write(path, text).with_context(|| format!("write {}", path.display()))?;
     }
     // Errors (or nothing measured) make the run fail, after its numbers are out.
+    Ok(if summary.errors > 0 || summary.ops == 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn block_on<F: std::future::Future>(f: F) -> Result<F::Output> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("start the runtime")?;
+    Ok(rt.block_on(f))
+}
+
+fn setup(a: SetupArgs) -> Result<ExitCode> {
+    let t = SqlTarget {
+        protocol: a.login.protocol,
+        addr: a.login.addr.clone(),
+        user: a.login.user(),
+        password: a.login.password(),
+        db: a.login.db.clone(),
+    };
+    let filled = block_on(ensure_table(&t, a.keys))??;
+    println!(
+        "{}.sluice_bench on {}: {} rows{}",
+        t.db,
+        t.addr,
+        a.keys,
+        if filled {
+            " (filled)"
+        } else {
+            " (already there)"
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn compare_cmd(a: CompareArgs) -> Result<ExitCode> {
+    let opts = CompareOptions {
+        only: a.only,
+        rounds: a.rounds,
+        duration: a.duration.map(|d| secs("duration", d)).transpose()?,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        log_dir: None,
+    };
+    let out = a.json.unwrap_or_else(|| {
+        let stem = a
+            .file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "results".to_string());
+        PathBuf::from("target/bench").join(format!("{stem}.json"))
+    });
+    let results = compare::run_file(&a.file, &opts)?;
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    }
+    let mut text = serde_json::to_string_pretty(&results).context("encode JSON")?;
+    text.push('\n');
+    std::fs::write(&out, text).with_context(|| format!("write {}", out.display()))?;
+    eprintln!("sluice-bench: results in {}", out.display());
+    let rendered = report::render(
+        std::slice::from_ref(&results),
+        &ReportOptions {
+            svg_link_prefix: String::new(),
+            command: opts.command.clone(),
+        },
+    )?;
+    println!("{}", rendered.markdown);
+    let failed = results
+        .runs
+        .iter()
+        .any(|r| r.summary.errors > 0 || r.summary.ops == 0);
     Ok(if failed {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
     })
+}
+
+fn report_cmd(a: ReportArgs) -> Result<ExitCode> {
+    let mut docs = Vec::new();
+    for p in &a.results {
+        let text = std::fs::read_to_string(p).with_context(|| format!("read {}", p.display()))?;
+        docs.push(Results::from_json(&text).with_context(|| format!("read {}", p.display()))?);
+    }
+    let svg_dir = a.svg_dir.clone().or_else(|| {
+        a.out.as_ref().map(|o| {
+            o.parent()
+                .unwrap_or(std::path::Path::new("."))
+                .join("bench")
+        })
+    });
+    let link = a
+        .svg_link
+        .clone()
+        .unwrap_or_else(|| match (&a.out, &svg_dir) {
+            (Some(o), Some(d)) => {
+                let base = o.parent().unwrap_or(std::path::Path::new(""));
+                let rel = d.strip_prefix(base).unwrap_or(d);
+                format!("{}/", rel.display())
+            }
+            _ => String::new(),
+        });
+    let args: Vec<String> = std::env::args().collect();
+    let rendered = report::render(
+        &docs,
+        &ReportOptions {
+            svg_link_prefix: link,
+            command: format!(
+                "sluice-bench {}",
+                args.get(1..).unwrap_or_default().join(" ")
+            ),
+        },
+    )?;
+    match &a.out {
+        Some(o) => std::fs::write(o, &rendered.markdown)
+            .with_context(|| format!("write {}", o.display()))?,
+        None => print!("{}", rendered.markdown),
+    }
+    if let Some(d) = &svg_dir {
+        std::fs::create_dir_all(d).with_context(|| format!("create {}", d.display()))?;
+        for (name, svg) in &rendered.charts {
+            let p = d.join(name);
+            std::fs::write(&p, svg).with_context(|| format!("write {}", p.display()))?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -4,8 +4,13 @@
 //! into a [`Summary`], which is what gets printed and written as JSON.
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+/// Answers received by every connection of the process so far: what the progress line
+/// reads (one run at a time per process).
+pub static LIVE_ANSWERS: AtomicU64 = AtomicU64::new(0);
 
 /// Highest latency the histogram holds exactly (larger values are clamped to it): 60 s.
 const MAX_LATENCY_US: u64 = 60_000_000;
@@ -64,6 +69,7 @@ impl Stats {
     /// An answer arrived (inside the window or not).
     pub fn answer(&mut self) {
         self.answered += 1;
+        LIVE_ANSWERS.fetch_add(1, Ordering::Relaxed);
     }
 
     /// `n` operations that failed; `what` is kept if it is the first error.
@@ -135,7 +141,7 @@ impl Stats {
 }
 
 /// Latency percentiles in microseconds (histogram buckets: 3 significant digits).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Latency {
     pub mean: f64,
     pub p50: u64,
@@ -146,7 +152,7 @@ pub struct Latency {
 }
 
 /// A run's results.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Summary {
     pub ops: u64,
     pub errors: u64,
@@ -157,7 +163,7 @@ pub struct Summary {
     pub elapsed_s: f64,
     pub ops_per_sec: f64,
     pub latency_us: Latency,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_error: Option<String>,
 }
 

@@ -139,7 +139,7 @@ async fn lookups(
     let mut sent: VecDeque<Instant> = VecDeque::with_capacity(depth);
     let now = Instant::now();
     for _ in 0..depth {
-        push_lookup(&mut out, keys.next());
+        push_lookup(&mut out, keys.draw());
         sent.push_back(now);
     }
     s.write_all(&out).await.context("send lookups")?;
@@ -189,7 +189,7 @@ async fn lookups(
                 });
             }
             if open {
-                push_lookup(&mut out, keys.next());
+                push_lookup(&mut out, keys.draw());
                 sent.push_back(now);
             }
         }

@@ -3,9 +3,13 @@
 //! run through the warm-up, count what completes inside the measurement window, and stop
 //! sending at its end. Closed loop: a connection sends its next request only when an
 //! answer came back (keeping `depth` requests in flight where the protocol pipelines).
+//! Open loop (`rate`): requests are due at fixed times, spread evenly over the
+//! connections, and a request's latency counts from when it was due, so that time spent
+//! waiting behind a slow answer is not hidden (no coordinated omission).
 
 pub mod kv;
-pub mod point_select;
+pub mod setup;
+pub mod sql;
 
 use crate::stats::Stats;
 use anyhow::{Context, Result, bail};
@@ -25,11 +29,15 @@ pub struct Plan {
     pub keys: u64,
     /// Seed of connection i's key sequence is seed + i.
     pub seed: u64,
+    /// Open loop: requests per second over all connections. None: closed loop.
+    pub rate: Option<f64>,
 }
 
 /// The common clock of a run.
 #[derive(Debug, Clone, Copy)]
 pub struct Window {
+    /// When the connections started (warm-up included).
+    pub start: Instant,
     /// Answers that arrive from here on are counted...
     pub from: Instant,
     /// ...until here, where connections stop sending.
@@ -57,6 +65,45 @@ impl Window {
 /// How long after the window an answer may still be awaited.
 const STUCK_AFTER: Duration = Duration::from_secs(10);
 
+/// When a connection sends its next request.
+pub struct Pacer {
+    /// Open loop: the time between one connection's requests.
+    interval: Option<Duration>,
+    next: Instant,
+}
+
+impl Pacer {
+    /// Connection `conn`'s schedule: closed loop, or every `connections / rate` seconds,
+    /// the connections' schedules spread evenly over one interval.
+    pub fn new(plan: &Plan, conn: usize, w: &Window) -> Pacer {
+        let interval = plan
+            .rate
+            .filter(|r| *r > 0.0)
+            .map(|r| Duration::from_secs_f64(plan.connections as f64 / r));
+        let phase = interval.map_or(Duration::ZERO, |iv| {
+            iv.mul_f64(conn as f64 / plan.connections.max(1) as f64)
+        });
+        Pacer {
+            interval,
+            next: w.start + phase,
+        }
+    }
+
+    /// Waits until the next request is due and returns when it was due (what its
+    /// latency counts from); closed loop: now.
+    pub async fn due(&mut self) -> Instant {
+        let Some(iv) = self.interval else {
+            return Instant::now();
+        };
+        let at = self.next;
+        self.next += iv;
+        if at > Instant::now() {
+            tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
+        }
+        at
+    }
+}
+
 /// A connection's uniform key source.
 pub struct Keys {
     rng: SmallRng,
@@ -71,7 +118,7 @@ impl Keys {
         }
     }
 
-    pub fn next(&mut self) -> u64 {
+    pub fn draw(&mut self) -> u64 {
         rand::RngExt::random_range(&mut self.rng, 1..=self.max)
     }
 }
@@ -117,6 +164,7 @@ where
     }
     let start = Instant::now();
     let window = Window {
+        start,
         from: start + plan.warmup,
         until: start + plan.warmup + plan.duration,
     };

@@ -1,0 +1,312 @@
+//! The benchmark file: processes to start (servers, proxies), targets (addresses to
+//! measure, each optionally tied to a process whose CPU and memory are read), tables
+//! (a scenario at several connection counts) and the connection-scale measurement.
+//! TOML; unknown keys are errors, and every name a section refers to must exist.
+
+use crate::scenario::sql::{Mode, Protocol};
+use crate::spec::Scenario;
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BenchFile {
+    pub title: String,
+    #[serde(default = "d_rounds")]
+    pub rounds: u32,
+    /// Measured seconds per run.
+    #[serde(default = "d_duration")]
+    pub duration: f64,
+    /// Warm-up seconds per run.
+    #[serde(default = "d_warmup")]
+    pub warmup: f64,
+    /// Rows of the table (keys 1..=keys).
+    #[serde(default = "d_keys")]
+    pub keys: u64,
+    /// Load-generator runtime threads.
+    #[serde(default = "d_threads")]
+    pub threads: usize,
+    #[serde(default)]
+    pub process: Vec<ProcessSpec>,
+    pub target: Vec<TargetSpec>,
+    #[serde(default)]
+    pub table: Vec<TableSpec>,
+    #[serde(default)]
+    pub scale: Option<ScaleSpec>,
+}
+
+fn d_rounds() -> u32 {
+    3
+}
+fn d_duration() -> f64 {
+    5.0
+}
+fn d_warmup() -> f64 {
+    1.0
+}
+fn d_keys() -> u64 {
+    100_000
+}
+fn d_threads() -> usize {
+    1
+}
+fn d_db() -> String {
+    "bench".to_string()
+}
+fn d_one() -> usize {
+    1
+}
+fn d_ready_timeout() -> f64 {
+    120.0
+}
+fn d_active() -> usize {
+    16
+}
+fn d_settle() -> f64 {
+    2.0
+}
+
+/// A process started before the runs and stopped (SIGTERM, then SIGKILL) after them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessSpec {
+    pub name: String,
+    /// Program and arguments; a relative program path is taken from the working directory.
+    pub command: Vec<String>,
+    /// Addresses that accept TCP connections once the process is ready.
+    #[serde(default)]
+    pub ready: Vec<String>,
+    #[serde(default = "d_ready_timeout")]
+    pub ready_timeout: f64,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// What a target speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TargetProtocol {
+    Pg,
+    Mysql,
+    /// HandlerSocket (kv-lookup).
+    Hs,
+}
+
+impl TargetProtocol {
+    pub fn sql(self) -> Option<Protocol> {
+        match self {
+            TargetProtocol::Pg => Some(Protocol::Pg),
+            TargetProtocol::Mysql => Some(Protocol::Mysql),
+            TargetProtocol::Hs => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetSpec {
+    pub name: String,
+    pub protocol: TargetProtocol,
+    pub addr: String,
+    /// SQL login (default postgres / root).
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub password: Option<String>,
+    /// Environment variable holding the password (keeps it out of the file).
+    #[serde(default)]
+    pub password_env: Option<String>,
+    #[serde(default = "d_db")]
+    pub db: String,
+    /// The [[process]] whose CPU time and memory this target's runs are charged.
+    #[serde(default)]
+    pub process: Option<String>,
+    /// The command name (as in /proc/PID/comm) of the process to measure within that
+    /// process's tree (a wrapper script's child); default: the started process itself.
+    #[serde(default)]
+    pub measure: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableSpec {
+    pub id: String,
+    pub title: String,
+    pub scenario: Scenario,
+    #[serde(default)]
+    pub mode: Mode,
+    pub connections: Vec<usize>,
+    /// Targets measured, in this order (default: every target of a fitting protocol).
+    #[serde(default)]
+    pub targets: Option<Vec<String>>,
+    #[serde(default = "d_one")]
+    pub depth: usize,
+    #[serde(default)]
+    pub rate: Option<f64>,
+    #[serde(default)]
+    pub keys: Option<u64>,
+    #[serde(default)]
+    pub rounds: Option<u32>,
+    #[serde(default)]
+    pub duration: Option<f64>,
+    #[serde(default)]
+    pub warmup: Option<f64>,
+    /// The SQL targets the table is created through (default: the first SQL target of
+    /// the table; required for kv-lookup, whose HandlerSocket targets read tables that
+    /// SQL created).
+    #[serde(default)]
+    pub setup: Vec<String>,
+    #[serde(default)]
+    pub notes: String,
+}
+
+/// Idle clients held open while a small active set runs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScaleSpec {
+    /// Targets measured (each must name a process: its memory is what is measured).
+    pub targets: Vec<String>,
+    pub idle: usize,
+    #[serde(default = "d_active")]
+    pub active: usize,
+    #[serde(default = "d_scale_scenario")]
+    pub scenario: Scenario,
+    #[serde(default)]
+    pub mode: Mode,
+    #[serde(default)]
+    pub duration: Option<f64>,
+    /// Seconds waited after the idle clients connected before memory is read.
+    #[serde(default = "d_settle")]
+    pub settle: f64,
+}
+
+fn d_scale_scenario() -> Scenario {
+    Scenario::Ping
+}
+
+impl BenchFile {
+    pub fn load(path: &Path) -> Result<BenchFile> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+        let f: BenchFile = toml::from_str(&text).with_context(|| format!("{}", path.display()))?;
+        f.validate()
+            .with_context(|| format!("{}", path.display()))?;
+        Ok(f)
+    }
+
+    pub fn target(&self, name: &str) -> Option<&TargetSpec> {
+        self.target.iter().find(|t| t.name == name)
+    }
+
+    /// The targets a table measures, in order.
+    pub fn table_targets<'a>(&'a self, t: &'a TableSpec) -> Vec<&'a TargetSpec> {
+        match &t.targets {
+            Some(names) => names.iter().filter_map(|n| self.target(n)).collect(),
+            None => self
+                .target
+                .iter()
+                .filter(|x| fits(t.scenario, x.protocol))
+                .collect(),
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.rounds == 0 || self.threads == 0 {
+            bail!("rounds and threads must be at least 1");
+        }
+        for (what, v) in [("duration", self.duration), ("warmup", self.warmup)] {
+            if !(0.0..=86_400.0).contains(&v) {
+                bail!("{what} must be between 0 and 86400 seconds");
+            }
+        }
+        unique("process", self.process.iter().map(|p| p.name.as_str()))?;
+        unique("target", self.target.iter().map(|t| t.name.as_str()))?;
+        unique("table id", self.table.iter().map(|t| t.id.as_str()))?;
+        for p in &self.process {
+            if p.command.is_empty() {
+                bail!("process {:?} has an empty command", p.name);
+            }
+        }
+        for t in &self.target {
+            if let Some(p) = &t.process
+                && !self.process.iter().any(|x| &x.name == p)
+            {
+                bail!(
+                    "target {:?} names process {p:?}, which is not defined",
+                    t.name
+                );
+            }
+        }
+        for t in &self.table {
+            if t.connections.is_empty() || t.connections.contains(&0) {
+                bail!(
+                    "table {:?}: connections must be a non-empty list of counts ≥ 1",
+                    t.id
+                );
+            }
+            for name in t.targets.iter().flatten() {
+                let Some(x) = self.target(name) else {
+                    bail!(
+                        "table {:?} names target {name:?}, which is not defined",
+                        t.id
+                    );
+                };
+                // A kv-lookup table may name SQL targets: they run the same lookups as
+                // prepared point selects, the baseline HandlerSocket is measured against.
+                if !fits(t.scenario, x.protocol) && t.scenario != Scenario::KvLookup {
+                    bail!(
+                        "table {:?}: target {name:?} does not speak {}",
+                        t.id,
+                        t.scenario.name()
+                    );
+                }
+            }
+            if self.table_targets(t).is_empty() {
+                bail!("table {:?} has no target", t.id);
+            }
+            for s in &t.setup {
+                match self.target(s) {
+                    Some(x) if x.protocol.sql().is_some() => {}
+                    _ => bail!("table {:?}: setup target {s:?} is not a SQL target", t.id),
+                }
+            }
+            if t.setup.is_empty() && t.scenario == Scenario::KvLookup {
+                bail!("table {:?}: kv-lookup needs `setup`, SQL targets", t.id)
+            }
+        }
+        if let Some(s) = &self.scale {
+            if s.idle == 0 || s.active == 0 {
+                bail!("scale: idle and active must be at least 1");
+            }
+            for name in &s.targets {
+                let Some(x) = self.target(name) else {
+                    bail!("scale names target {name:?}, which is not defined");
+                };
+                if x.process.is_none() || x.protocol.sql().is_none() {
+                    bail!("scale target {name:?} must be a SQL target with a `process`");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether a scenario runs against a target of this protocol.
+pub fn fits(s: Scenario, p: TargetProtocol) -> bool {
+    (s == Scenario::KvLookup) == (p == TargetProtocol::Hs)
+}
+
+fn unique<'a>(what: &str, names: impl Iterator<Item = &'a str>) -> Result<()> {
+    let mut seen = HashSet::new();
+    for n in names {
+        if n.is_empty() {
+            bail!("a {what} name is empty");
+        }
+        if !seen.insert(n) {
+            bail!("{what} {n:?} is defined twice");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,149 @@
+//! The results document: what `sluice-bench compare` writes as JSON and what
+//! `sluice-bench report` reads back. One document holds the runs of one benchmark file
+//! (several tables, each a scenario measured against several targets at several
+//! connection counts over several rounds) and, if the file asked for it, the
+//! connection-scale measurements. Field names are the JSON names; the document carries
+//! its format version so that an old file is refused instead of misread.
+
+use crate::stats::Summary;
+use serde::{Deserialize, Serialize};
+
+/// The format version written in every document.
+pub const VERSION: u32 = 1;
+
+/// One invocation of `sluice-bench compare`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Results {
+    pub version: u32,
+    /// The benchmark file's title ("PostgreSQL: ping and point selects").
+    pub title: String,
+    /// The command that produced the document, as typed (for the report).
+    pub command: String,
+    /// When the run started, UTC, RFC 3339 ("2026-11-24T06:10:00Z").
+    pub started: String,
+    pub machine: Machine,
+    /// Target names in the benchmark file's order; the first is what ratios are to.
+    pub targets: Vec<String>,
+    /// Table descriptions in the benchmark file's order.
+    pub tables: Vec<TableInfo>,
+    /// Every measured run, in the order they ran.
+    pub runs: Vec<RunRecord>,
+    /// Connection-scale measurements (empty when the file asked for none).
+    #[serde(default)]
+    pub scale: Vec<ScaleRecord>,
+}
+
+/// The machine the run was made on (read from /proc and uname).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Machine {
+    pub cpus: usize,
+    pub cpu_model: String,
+    pub memory_kib: u64,
+    pub kernel: String,
+}
+
+/// One table of the report: a scenario with fixed settings, measured per target and
+/// connection count.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TableInfo {
+    /// Short identifier, unique in the document ("pg-point-select-prepared"); chart file
+    /// names are made from it.
+    pub id: String,
+    /// Heading ("PostgreSQL point selects, prepared").
+    pub title: String,
+    /// Free text from the benchmark file, printed under the table.
+    #[serde(default)]
+    pub notes: String,
+    pub settings: Settings,
+    /// Connection counts in the order measured.
+    pub connections: Vec<usize>,
+    /// Rounds per target and connection count.
+    pub rounds: u32,
+}
+
+/// What one run did, apart from the connection count.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Settings {
+    /// "ping", "point-select", "read-write" or "kv-lookup".
+    pub scenario: String,
+    /// "pg", "mysql" or "hs".
+    pub protocol: String,
+    /// "simple" or "prepared" ("-" for kv-lookup).
+    pub mode: String,
+    /// Requests in flight per connection (kv-lookup), else 1.
+    pub depth: usize,
+    /// Open loop: requests per second over all connections; None: closed loop.
+    #[serde(default)]
+    pub rate: Option<f64>,
+    /// Rows in the table keys are drawn from.
+    pub keys: u64,
+    pub duration_s: f64,
+    pub warmup_s: f64,
+}
+
+/// One measured run of one target.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunRecord {
+    /// `TableInfo::id` of the table the run belongs to.
+    pub table: String,
+    pub target: String,
+    pub connections: usize,
+    /// 1-based round number.
+    pub round: u32,
+    pub summary: Summary,
+    /// The target's process over the run, if the benchmark file names one (a proxy);
+    /// None for a server measured directly.
+    #[serde(default)]
+    pub process: Option<ProcUsage>,
+}
+
+/// A process's resource use over one run, read from /proc/PID.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct ProcUsage {
+    /// User plus system CPU seconds spent during the run (warm-up and drain included:
+    /// divide by `Summary::answered`).
+    pub cpu_s: f64,
+    /// Resident set size at the end of the run, KiB.
+    pub rss_kib: u64,
+    /// Peak resident set size of the process so far (VmHWM), KiB.
+    pub peak_rss_kib: u64,
+}
+
+/// Connection scale: a proxy's memory for idle clients, and the active set's
+/// throughput without and with the idle crowd.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ScaleRecord {
+    pub target: String,
+    /// "pg" or "mysql".
+    pub protocol: String,
+    /// Idle client connections opened (logged in, then silent).
+    pub idle: usize,
+    /// Connections running the active scenario.
+    pub active: usize,
+    /// The active scenario ("ping", ...), and its mode.
+    pub scenario: String,
+    pub mode: String,
+    /// The proxy's resident set before the idle clients connected, and with them all
+    /// connected, KiB.
+    pub rss_before_kib: u64,
+    pub rss_idle_kib: u64,
+    /// (rss_idle - rss_before) / idle, bytes.
+    pub bytes_per_idle: f64,
+    /// The active set alone, and with the idle crowd connected.
+    pub without_idle: Summary,
+    pub with_idle: Summary,
+}
+
+impl Results {
+    /// Reads a results document, refusing other format versions.
+    pub fn from_json(text: &str) -> anyhow::Result<Results> {
+        let v: serde_json::Value = serde_json::from_str(text)?;
+        let version = v.get("version").and_then(|x| x.as_u64());
+        if version != Some(u64::from(VERSION)) {
+            anyhow::bail!(
+                "results format version {version:?} is not the one this sluice-bench reads ({VERSION})"
+            );
+        }
+        Ok(serde_json::from_value(v)?)
+    }
+}

@@ -1,0 +1,422 @@
+//! SQL scenarios over either protocol: one connection type for PostgreSQL
+//! (tokio-postgres) and MySQL (mysql_async), each in simple mode (statement text with
+//! the key written in) or prepared mode (prepared once when the connection opens,
+//! executed with the key as a parameter). A workload is one operation repeated:
+//!
+//! - `ping`: `SELECT 1` (the do-nothing query: what the proxy itself costs);
+//! - `point-select`: `SELECT c FROM sluice_bench WHERE id = ?` with a random key (no row
+//!   is a miss);
+//! - `read-write`: `BEGIN`, two point selects, `UPDATE ... SET k = k + 1 WHERE id = ?`,
+//!   `COMMIT`: one operation is the whole transaction.
+
+use super::{Keys, Pacer, Plan, drive, open_all};
+use crate::stats::Stats;
+use anyhow::{Context, Result, anyhow, bail};
+use clap::ValueEnum;
+use mysql_async::prelude::Queryable;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+use std::time::Instant;
+use tokio::time::timeout_at;
+
+/// The table point-select and read-write use (created by `setup`).
+pub const TABLE: &str = "sluice_bench";
+
+/// How long connecting, logging in and preparing may take.
+pub const OPEN_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Protocol {
+    /// PostgreSQL.
+    Pg,
+    /// MySQL / MariaDB.
+    Mysql,
+}
+
+impl Protocol {
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Pg => "pg",
+            Protocol::Mysql => "mysql",
+        }
+    }
+
+    /// The login a server of this protocol has out of the box.
+    pub fn default_user(self) -> &'static str {
+        match self {
+            Protocol::Pg => "postgres",
+            Protocol::Mysql => "root",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Statement text with the key written in (PostgreSQL simple query, MySQL COM_QUERY).
+    #[default]
+    Simple,
+    /// Server-side prepared statements, prepared once per connection.
+    Prepared,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Simple => "simple",
+            Mode::Prepared => "prepared",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Workload {
+    Ping,
+    PointSelect,
+    ReadWrite,
+}
+
+/// What a run's connections send: the workload, the mode, and the workload's statements
+/// (`?` standing for the key).
+#[derive(Debug, Clone)]
+pub struct Sql {
+    pub workload: Workload,
+    pub mode: Mode,
+    texts: Vec<String>,
+}
+
+impl Sql {
+    /// The workload's statements over `table`: point selects return `columns` by `key`.
+    pub fn new(
+        workload: Workload,
+        mode: Mode,
+        table: &str,
+        columns: &str,
+        key: &str,
+    ) -> Result<Sql> {
+        super::setup::check_identifier("table", table)?;
+        super::setup::check_identifier("key column", key)?;
+        for c in columns.split(',') {
+            super::setup::check_identifier("column", c.trim())?;
+        }
+        let select = format!("SELECT {columns} FROM {table} WHERE {key} = ?");
+        let texts = match workload {
+            Workload::Ping => vec!["SELECT 1".to_string()],
+            Workload::PointSelect => vec![select],
+            Workload::ReadWrite => {
+                vec![
+                    select,
+                    format!("UPDATE {table} SET k = k + 1 WHERE {key} = ?"),
+                ]
+            }
+        };
+        Ok(Sql {
+            workload,
+            mode,
+            texts,
+        })
+    }
+
+    /// The standard statements over [`TABLE`].
+    pub fn standard(workload: Workload, mode: Mode) -> Result<Sql> {
+        Sql::new(workload, mode, TABLE, "c", "id")
+    }
+}
+
+/// Where to connect and how to log in.
+#[derive(Debug, Clone)]
+pub struct SqlTarget {
+    pub protocol: Protocol,
+    /// host:port of the server or proxy.
+    pub addr: String,
+    pub user: String,
+    pub password: String,
+    pub db: String,
+}
+
+/// One logged-in connection with the workload's statements prepared (prepared mode).
+pub enum SqlConn {
+    Pg {
+        client: tokio_postgres::Client,
+        stmts: Vec<tokio_postgres::Statement>,
+    },
+    My {
+        conn: mysql_async::Conn,
+        stmts: Vec<mysql_async::Statement>,
+    },
+}
+
+/// "host:port" (the port after the last colon; "[::1]:3306" works too).
+pub fn split_addr(addr: &str) -> Result<(String, u16)> {
+    let (host, port) = addr
+        .rsplit_once(':')
+        .with_context(|| format!("address {addr:?} is not host:port"))?;
+    let port: u16 = port
+        .parse()
+        .with_context(|| format!("bad port in address {addr:?}"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        bail!("address {addr:?} has no host");
+    }
+    Ok((host.to_string(), port))
+}
+
+/// PostgreSQL's `$1` for MySQL's `?`.
+fn pg_text(sql: &str) -> String {
+    sql.replace('?', "$1")
+}
+
+/// The statement with the key written in.
+fn with_key(sql: &str, key: u64) -> String {
+    sql.replace('?', &key.to_string())
+}
+
+impl SqlConn {
+    /// Connects to `db` (logged in, nothing prepared).
+    pub async fn connect(t: &SqlTarget, db: &str) -> Result<SqlConn> {
+        let (host, port) = split_addr(&t.addr)?;
+        let fut = async {
+            match t.protocol {
+                Protocol::Pg => {
+                    let mut cfg = tokio_postgres::Config::new();
+                    cfg.host(&host)
+                        .port(port)
+                        .user(&t.user)
+                        .dbname(db)
+                        .application_name("sluice-bench");
+                    if !t.password.is_empty() {
+                        cfg.password(&t.password);
+                    }
+                    let (client, connection) = cfg
+                        .connect(tokio_postgres::NoTls)
+                        .await
+                        .with_context(|| format!("connect to {} as {}", t.addr, t.user))?;
+                    tokio::spawn(async move {
+                        // Ends with the client; an error shows up on the client's calls.
+                        let _ = connection.await;
+                    });
+                    Ok(SqlConn::Pg {
+                        client,
+                        stmts: Vec::new(),
+                    })
+                }
+                Protocol::Mysql => {
+                    let opts = mysql_async::OptsBuilder::default()
+                        .ip_or_hostname(host.clone())
+                        .tcp_port(port)
+                        .user(Some(t.user.clone()))
+                        .pass(Some(t.password.clone()))
+                        .db_name((!db.is_empty()).then(|| db.to_string()))
+                        // Stay on TCP to the given address (mysql_async would otherwise
+                        // switch to the server's Unix socket for a loopback address).
+                        .prefer_socket(false)
+                        .tcp_nodelay(true);
+                    let conn = mysql_async::Conn::new(opts)
+                        .await
+                        .with_context(|| format!("connect to {} as {}", t.addr, t.user))?;
+                    Ok(SqlConn::My {
+                        conn,
+                        stmts: Vec::new(),
+                    })
+                }
+            }
+        };
+        tokio::time::timeout(OPEN_TIMEOUT, fut)
+            .await
+            .map_err(|_| anyhow!("connecting took longer than {OPEN_TIMEOUT:?}"))?
+    }
+
+    /// Connects and, in prepared mode, prepares the workload's statements.
+    pub async fn open(t: &SqlTarget, q: &Sql) -> Result<SqlConn> {
+        let mut c = SqlConn::connect(t, &t.db).await?;
+        if q.mode == Mode::Prepared {
+            for sql in &q.texts {
+                match &mut c {
+                    SqlConn::Pg { client, stmts } => stmts.push(
+                        client
+                            .prepare(&pg_text(sql))
+                            .await
+                            .with_context(|| format!("prepare {sql}"))?,
+                    ),
+                    SqlConn::My { conn, stmts } => stmts.push(
+                        conn.prep(sql.as_str())
+                            .await
+                            .with_context(|| format!("prepare {sql}"))?,
+                    ),
+                }
+            }
+        }
+        Ok(c)
+    }
+
+    /// Runs statement `i` of the workload with `key`; true when it returned a row (or
+    /// changed one).
+    async fn statement(&mut self, q: &Sql, i: usize, key: u64) -> Result<bool> {
+        let sql = q.texts[i].as_str();
+        let takes_key = sql.contains('?');
+        match self {
+            SqlConn::Pg { client, stmts } => {
+                if let Some(stmt) = stmts.get(i) {
+                    let k = i32::try_from(key).context("key above i32 for PostgreSQL")?;
+                    let rows = if takes_key {
+                        client.execute(stmt, &[&k]).await
+                    } else {
+                        client.execute(stmt, &[]).await
+                    }?;
+                    Ok(rows > 0)
+                } else {
+                    let text = with_key(sql, key);
+                    let msgs = client.simple_query(&text).await?;
+                    Ok(msgs.iter().any(|m| match m {
+                        tokio_postgres::SimpleQueryMessage::Row(_) => true,
+                        tokio_postgres::SimpleQueryMessage::CommandComplete(n) => *n > 0,
+                        _ => false,
+                    }))
+                }
+            }
+            SqlConn::My { conn, stmts } => {
+                if let Some(stmt) = stmts.get(i).cloned() {
+                    if sql.starts_with("SELECT") {
+                        let row: Option<mysql_async::Row> = if takes_key {
+                            conn.exec_first(stmt, (key,)).await?
+                        } else {
+                            conn.exec_first(stmt, ()).await?
+                        };
+                        Ok(row.is_some())
+                    } else {
+                        conn.exec_drop(stmt, (key,)).await?;
+                        Ok(conn.affected_rows() > 0)
+                    }
+                } else {
+                    let text = with_key(sql, key);
+                    if sql.starts_with("SELECT") {
+                        let row: Option<mysql_async::Row> = conn.query_first(text).await?;
+                        Ok(row.is_some())
+                    } else {
+                        conn.query_drop(text).await?;
+                        Ok(conn.affected_rows() > 0)
+                    }
+                }
+            }
+        }
+    }
+
+    /// A statement without results (BEGIN, COMMIT, ROLLBACK, DDL).
+    pub async fn simple(&mut self, sql: &str) -> Result<()> {
+        match self {
+            SqlConn::Pg { client, .. } => client.batch_execute(sql).await?,
+            SqlConn::My { conn, .. } => conn.query_drop(sql).await?,
+        }
+        Ok(())
+    }
+
+    /// One operation of the workload; Ok(true) when it found its rows.
+    pub async fn op(&mut self, q: &Sql, keys: &mut Keys) -> Result<bool> {
+        match q.workload {
+            Workload::Ping => self.statement(q, 0, 0).await,
+            Workload::PointSelect => self.statement(q, 0, keys.draw()).await,
+            Workload::ReadWrite => {
+                self.simple("BEGIN").await?;
+                let res = async {
+                    let a = self.statement(q, 0, keys.draw()).await?;
+                    let b = self.statement(q, 0, keys.draw()).await?;
+                    let c = self.statement(q, 1, keys.draw()).await?;
+                    self.simple("COMMIT").await?;
+                    Ok::<_, anyhow::Error>(a && b && c)
+                }
+                .await;
+                if res.is_err() && !self.is_closed() {
+                    // Best effort: the error is what gets reported.
+                    let _ = self.simple("ROLLBACK").await;
+                }
+                res
+            }
+        }
+    }
+
+    /// Whether the connection is gone (an error then ends the connection's loop).
+    pub fn is_closed(&self) -> bool {
+        match self {
+            SqlConn::Pg { client, .. } => client.is_closed(),
+            // mysql_async has no cheap check; its I/O errors are fatal, see `fatal`.
+            SqlConn::My { .. } => false,
+        }
+    }
+
+    /// Closes the connection politely (best effort, bounded).
+    pub async fn close(self) {
+        match self {
+            SqlConn::Pg { client, .. } => drop(client),
+            SqlConn::My { conn, .. } => {
+                let _ = tokio::time::timeout(Duration::from_secs(2), conn.disconnect()).await;
+            }
+        }
+    }
+}
+
+/// Whether an error from `op` means the connection cannot go on.
+pub fn fatal(conn: &SqlConn, e: &anyhow::Error) -> bool {
+    if conn.is_closed() {
+        return true;
+    }
+    e.chain().any(|c| {
+        c.downcast_ref::<mysql_async::Error>()
+            .is_some_and(|m| matches!(m, mysql_async::Error::Io(_) | mysql_async::Error::Driver(_)))
+    })
+}
+
+/// A closed- or open-loop run of `q` over `plan.connections` connections.
+pub async fn run(plan: &Plan, t: &SqlTarget, q: &Sql) -> Result<(Stats, Duration)> {
+    let q = Arc::new(q.clone());
+    let conns = open_all(plan, |_| {
+        let (t, q) = (t.clone(), q.clone());
+        async move { SqlConn::open(&t, &q).await }
+    })
+    .await?;
+    drive(plan, conns, |conn, i, window| {
+        let mut keys = Keys::new(plan, i);
+        let mut pacer = Pacer::new(plan, i, &window);
+        let q = q.clone();
+        async move {
+            let mut stats = Stats::new();
+            let mut conn = conn;
+            loop {
+                let t0 = pacer.due().await;
+                if !window.open(t0) {
+                    break;
+                }
+                let res = timeout_at(window.deadline(), conn.op(&q, &mut keys)).await;
+                let now = Instant::now();
+                let Ok(res) = res else {
+                    stats.record_errors(1, || {
+                        format!("connection {i}: no answer within 10 s after the end of the run")
+                    });
+                    break;
+                };
+                stats.answer();
+                match res {
+                    Ok(found) if window.counts(now) => {
+                        if found {
+                            stats.record(now - t0);
+                        } else {
+                            stats.record_miss(now - t0);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        stats.record_errors(1, || format!("connection {i}: {e:#}"));
+                        if fatal(&conn, &e) {
+                            break;
+                        }
+                    }
+                }
+            }
+            conn.close().await;
+            stats
+        }
+    })
+    .await
+}

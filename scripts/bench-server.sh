@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# One throwaway server (or PgBouncer) for a benchmark file's [[process]] (see
+# benches/): starts it on a fixed loopback port, then waits; SIGTERM or SIGINT
+# stops it and deletes its directory. Nothing is kept.
+#
+#   scripts/bench-server.sh pg PORT [MAX_CONNECTIONS]
+#       PostgreSQL (the installed major version), trust auth on 127.0.0.1,
+#       database "bench"; max_connections default 1200
+#   scripts/bench-server.sh mariadb PORT [MAX_CONNECTIONS] [HS_PORT]
+#       MariaDB, root@127.0.0.1 without a password, database "bench";
+#       max_connections default 1200; with HS_PORT also the reference
+#       HandlerSocket plugin (reads on HS_PORT, writes on HS_PORT+1, no secret)
+#   scripts/bench-server.sh pgbouncer PORT BACKEND_PORT [MODE] [POOL_SIZE]
+#       PgBouncer (Debian package) in front of 127.0.0.1:BACKEND_PORT,
+#       trust auth, MODE default transaction, pool default 20,
+#       max_client_conn 12000
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib/common.sh source-path=SCRIPTDIR
+source "$SCRIPT_DIR/lib/common.sh"
+# shellcheck source=lib/mariadb.sh source-path=SCRIPTDIR
+source "$SCRIPT_DIR/lib/mariadb.sh"
+sl_init_cleanup
+
+usage() { sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+(($# >= 2)) || usage
+kind=$1 port=$2
+[[ "$port" =~ ^[1-9][0-9]*$ ]] || usage
+
+case "$kind" in
+    pg)
+        max=${3:-1200}
+        SL_PG_HOST_AUTH=trust SL_PG_PORT_WANTED=$port \
+            sl_pg_start_throwaway "" "max_connections = $max"
+        sl_pg_admin -c "CREATE DATABASE bench"
+        ;;
+    mariadb)
+        max=${3:-1200} hs=${4:-}
+        extra=(--max-connections="$max" --innodb-buffer-pool-size=512M)
+        if [[ -n "$hs" ]]; then
+            extra+=(--plugin-maturity=beta --plugin-load-add=handlersocket
+                --handlersocket-address=127.0.0.1
+                --handlersocket-port="$hs" --handlersocket-port-wr="$((hs + 1))"
+                --handlersocket-plain-secret= --handlersocket-plain-secret-wr=)
+        fi
+        SL_MY_PORT_WANTED=$port sl_mariadb_start "" "${extra[@]}"
+        sl_mariadb_admin -e "CREATE DATABASE IF NOT EXISTS bench"
+        if [[ -n "$hs" ]]; then
+            sl_wait_port 127.0.0.1 "$hs" 30 || sl_die "the HandlerSocket plugin is not listening on $hs"
+        fi
+        ;;
+    pgbouncer)
+        (($# >= 3)) || usage
+        SL_PGB_PORT_WANTED=$port sl_pgbouncer_start "${4:-transaction}" 127.0.0.1 "$3" postgres "" "${5:-20}" 12000
+        ;;
+    *) usage ;;
+esac
+sl_log "$kind ready on 127.0.0.1:$port; waiting for SIGTERM"
+# `wait` is interruptible, so the trap runs at once.
+sleep infinity &
+sl_defer "kill $! 2>/dev/null"
+wait $!
