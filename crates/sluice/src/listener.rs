@@ -14,11 +14,37 @@ pub async fn bind(l: &Listener) -> Result<TcpListener> {
     bind_address(&l.name, &l.address).await
 }
 
-/// Binds `address` for the listener called `name` (fails with both in the message).
+/// Connections the kernel queues for a listener before Sluice accepts them. A crowd of
+/// clients connecting at once (a thousand workers starting) must not find the queue full:
+/// their SYNs would be dropped and retried after 1, 2, 4 ... seconds. (The kernel caps it
+/// at net.core.somaxconn.)
+const BACKLOG: u32 = 4096;
+
+/// Binds `address` for the listener called `name` (fails with both in the message): the
+/// first of its resolved addresses that binds, with SO_REUSEADDR as std does.
 pub async fn bind_address(name: &str, address: &str) -> Result<TcpListener> {
-    TcpListener::bind(address)
-        .await
-        .with_context(|| format!("listener \"{name}\": cannot listen on {address}"))
+    let ctx = || format!("listener \"{name}\": cannot listen on {address}");
+    let mut last = None;
+    for addr in tokio::net::lookup_host(address).await.with_context(ctx)? {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()
+        } else {
+            tokio::net::TcpSocket::new_v6()
+        };
+        let bound = socket.and_then(|s| {
+            s.set_reuseaddr(true)?;
+            s.bind(addr)?;
+            s.listen(BACKLOG)
+        });
+        match bound {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(match last {
+        Some(e) => anyhow::Error::new(e).context(ctx()),
+        None => anyhow::anyhow!("{}: the address resolves to nothing", ctx()),
+    })
 }
 
 pub fn context(l: &Listener) -> Result<ListenerCtx> {

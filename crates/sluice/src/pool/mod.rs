@@ -5,16 +5,22 @@
 //! forgets it. When every connection is leased a client waits up to the pool's wait
 //! timeout and then gets an error naming the pool. Pools for pass-through users grow
 //! only by clients' logins (Sluice has no password to open more); pools for configured
-//! users open connections as needed.
+//! users open connections as needed. Waiting clients are served first come, first
+//! served (`wait.rs`): a connection given back goes straight to the longest waiter, and
+//! nobody arriving later takes it first.
+
+#[cfg(test)]
+mod tests;
+mod wait;
 
 use crate::backend::LoginError;
-use crate::error::{Error, Kind, Side};
+
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokio::sync::Notify;
+use wait::Grant;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PoolKey {
@@ -84,6 +90,8 @@ impl Stamps {
 struct State<C> {
     idle: Vec<C>,
     total: usize,
+    /// Clients waiting, longest first.
+    waiters: VecDeque<tokio::sync::oneshot::Sender<Grant<C>>>,
 }
 
 pub struct Pool<C: PoolConn> {
@@ -91,7 +99,6 @@ pub struct Pool<C: PoolConn> {
     pub key: PoolKey,
     pub settings: Settings,
     state: Mutex<State<C>>,
-    notify: Notify,
     opener: Mutex<Option<Arc<C::Opener>>>,
     pub leases: AtomicU64,
     pub waits: AtomicU64,
@@ -116,8 +123,7 @@ struct Slot<C: PoolConn> {
 impl<C: PoolConn> Drop for Slot<C> {
     fn drop(&mut self) {
         if self.armed {
-            self.pool.state.lock().total -= 1;
-            self.pool.notify.notify_one();
+            self.pool.slot_freed();
         }
     }
 }
@@ -187,8 +193,8 @@ impl<C: PoolConn> Pool<C> {
             state: Mutex::new(State {
                 idle: Vec::new(),
                 total: 0,
+                waiters: VecDeque::new(),
             }),
-            notify: Notify::new(),
             opener: Mutex::new(None),
             leases: AtomicU64::new(0),
             waits: AtomicU64::new(0),
@@ -246,20 +252,22 @@ impl<C: PoolConn> Pool<C> {
     fn give_back(self: &Arc<Self>, mut conn: C) {
         let now = Instant::now();
         conn.stamps_mut().last_used = now;
-        let keep = {
+        let close = {
             let mut st = self.state.lock();
             if st.total > self.settings.size || !self.usable(&conn, now) || !conn.is_idle() {
-                st.total -= 1;
                 Some(conn)
             } else {
-                st.idle.push(conn);
+                // The longest waiter gets it; with nobody waiting it goes idle.
+                if let Some(Grant::Conn(c)) = wait::hand_over(&mut st, Grant::Conn(conn)) {
+                    st.idle.push(c);
+                }
                 None
             }
         };
-        if let Some(c) = keep {
+        if let Some(c) = close {
             c.close();
+            self.slot_freed();
         }
-        self.notify.notify_one();
     }
 
     fn leased(self: &Arc<Self>, conn: C) -> Lease<C> {
@@ -291,17 +299,19 @@ impl<C: PoolConn> Pool<C> {
         self.has_waiters() && self.wait_since.lock().is_some_and(|t| t.elapsed() >= after)
     }
 
-    /// Leases an idle connection if there is one, without waiting or opening one.
+    /// Leases an idle connection if there is one and nobody is waiting for it, without
+    /// waiting or opening one.
     pub fn try_lease_idle(self: &Arc<Self>) -> Option<Lease<C>> {
-        let (got, expired) = self.take_idle(&mut self.state.lock());
+        let (got, expired) = self.take_idle_unless_waited(&mut self.state.lock());
         expired.into_iter().for_each(C::close);
         got.map(|c| self.leased(c))
     }
 
     /// Leases a connection, waiting up to the wait timeout.
     pub async fn lease(self: &Arc<Self>) -> Result<Lease<C>, LoginError> {
-        // Fast path: an idle connection is there (no waiter set-up, no timer).
-        let (got, expired) = self.take_idle(&mut self.state.lock());
+        // Fast path: an idle connection is there and nobody waits for it (no waiter
+        // set-up, no timer).
+        let (got, expired) = self.take_idle_unless_waited(&mut self.state.lock());
         expired.into_iter().for_each(C::close);
         if let Some(conn) = got {
             return Ok(self.leased(conn));
@@ -311,65 +321,12 @@ impl<C: PoolConn> Pool<C> {
         Box::pin(self.lease_slow()).await
     }
 
-    /// Waits for an idle connection or a free slot to open one in.
-    async fn lease_slow(self: &Arc<Self>) -> Result<Lease<C>, LoginError> {
-        let deadline = tokio::time::Instant::now() + self.settings.wait_timeout;
-        let mut waited = false;
-        loop {
-            let notified = self.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let opener = self.opener.lock().clone();
-            let expired;
-            let create = {
-                let mut st = self.state.lock();
-                let got;
-                (got, expired) = self.take_idle(&mut st);
-                if let Some(conn) = got {
-                    drop(st);
-                    expired.into_iter().for_each(C::close);
-                    return Ok(self.leased(conn));
-                }
-                if st.total < self.settings.size && opener.is_some() {
-                    st.total += 1;
-                    true
-                } else {
-                    false
-                }
-            };
-            expired.into_iter().for_each(C::close);
-            if let (true, Some(op)) = (create, opener) {
-                // The slot gives the count back if the login fails or this future is
-                // dropped mid-login.
-                let slot = Slot {
-                    pool: self.clone(),
-                    armed: true,
-                };
-                let conn = C::open(&op).await?;
-                self.leases.fetch_add(1, Ordering::Relaxed);
-                return Ok(Lease { conn, slot });
-            }
-            if !waited {
-                waited = true;
-                self.waits.fetch_add(1, Ordering::Relaxed);
-            }
-            if self.waiting.fetch_add(1, Ordering::Relaxed) == 0 {
-                self.wait_since.lock().get_or_insert_with(Instant::now);
-            }
-            let r = tokio::time::timeout_at(deadline, notified).await;
-            if self.waiting.fetch_sub(1, Ordering::Relaxed) == 1 {
-                *self.wait_since.lock() = None;
-            }
-            if r.is_err() {
-                return Err(LoginError::Proxy(Error::new(
-                    Kind::PoolTimeout,
-                    Side::Internal,
-                    format!(
-                        "no server connection available in pool \"{}\" within {:?} (all {} in use)",
-                        self.name, self.settings.wait_timeout, self.settings.size
-                    ),
-                )));
-            }
+    /// Like `take_idle`, but only when no client is waiting (they come first).
+    fn take_idle_unless_waited(&self, st: &mut State<C>) -> (Option<C>, Vec<C>) {
+        if st.waiters.is_empty() {
+            self.take_idle(st)
+        } else {
+            (None, Vec::new())
         }
     }
 
