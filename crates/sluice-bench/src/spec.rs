@@ -219,8 +219,8 @@ impl RunSpec {
     }
 }
 
-/// Prints `warm-up 0.4 s` / `3.0/10.0 s  12,345 ops/s` on stderr once a second, when
-/// stderr is a terminal.
+/// Prints a progress bar with the live throughput on stderr once a second, when stderr
+/// is a terminal: `[######..............] 3/10 s  12,345 ops/s` (warm-up first).
 async fn progress(plan: Plan) {
     if !std::io::stderr().is_terminal() {
         return;
@@ -243,16 +243,20 @@ async fn progress(plan: Plan) {
                 plan.warmup.as_secs_f64()
             )
         } else {
-            format!(
-                "{:.0}/{:.0} s",
-                (t - plan.warmup).as_secs_f64(),
-                plan.duration.as_secs_f64()
-            )
+            let done = (t - plan.warmup).as_secs_f64();
+            let total = plan.duration.as_secs_f64().max(1e-9);
+            format!("{} {done:.0}/{total:.0} s", bar(done / total, 20))
         };
         let mut err = std::io::stderr();
         let _ = write!(err, "\r\x1b[2K{phase}  {} ops/s", thousands(rate));
         let _ = err.flush();
     }
+}
+
+/// `[#####...............]` for a fraction done.
+fn bar(done: f64, width: usize) -> String {
+    let filled = ((done.clamp(0.0, 1.0) * width as f64).round() as usize).min(width);
+    format!("[{}{}]", "#".repeat(filled), ".".repeat(width - filled))
 }
 
 fn clear_progress() {
@@ -292,6 +296,14 @@ mod tests {
         assert_eq!(thousands(1000.0), "1,000");
         assert_eq!(thousands(1_234_567.0), "1,234,567");
         assert_eq!(thousands(f64::NAN), "0");
+    }
+
+    #[test]
+    fn progress_bar() {
+        assert_eq!(bar(0.0, 4), "[....]");
+        assert_eq!(bar(0.5, 4), "[##..]");
+        assert_eq!(bar(2.0, 4), "[####]");
+        assert_eq!(bar(f64::NAN, 4).len(), 6);
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! count the table's targets run in alternation, round after round (A B C A B C ...),
 //! each run with the same key sequence per round. Around every run the CPU time of the
 //! target's process is read from /proc, and its memory after. The connection-scale
-//! measurement comes last. Everything started is stopped at the end, or on an error.
+//! measurement comes first, on fresh processes. Everything started is stopped at the
+//! end, or on an error.
 
 pub mod file;
 pub mod procs;
@@ -70,8 +71,11 @@ pub fn run_started(f: &BenchFile, opts: &CompareOptions, procs: &mut Procs) -> R
         scale: Vec::new(),
     };
     for t in f.table.iter().filter(|t| opts.wants(&t.id)) {
-        run_table(f, t, opts, procs, &mut results)?;
+        setup_table(f, t)?;
     }
+    // Connection scale first, while the proxies are fresh: after a table's thousand-client
+    // runs an allocator keeps memory it could give the idle clients, which would flatter
+    // the per-client figure.
     if let Some(s) = &f.scale
         && opts.wants("scale")
     {
@@ -80,6 +84,9 @@ pub fn run_started(f: &BenchFile, opts: &CompareOptions, procs: &mut Procs) -> R
             let rec = scale::measure(f, s, target, opts, procs)?;
             results.scale.push(rec);
         }
+    }
+    for t in f.table.iter().filter(|t| opts.wants(&t.id)) {
+        run_table(f, t, opts, procs, &mut results)?;
     }
     // Targets measured nowhere are left out of the document.
     let used: Vec<String> = results
@@ -110,29 +117,6 @@ fn run_table(
         None => Duration::from_secs_f64(t.duration.unwrap_or(f.duration).clamp(0.1, 86_400.0)),
     };
     let warmup = Duration::from_secs_f64(t.warmup.unwrap_or(f.warmup).clamp(0.0, 86_400.0));
-    let setup: Vec<&TargetSpec> = if t.setup.is_empty() {
-        targets
-            .iter()
-            .copied()
-            .find(|x| x.protocol.sql().is_some())
-            .into_iter()
-            .collect()
-    } else {
-        t.setup.iter().filter_map(|s| f.target(s)).collect()
-    };
-    for s in setup {
-        let st = sql_target(s)?;
-        let rt = runtime()?;
-        let filled = rt
-            .block_on(ensure_table(&st, keys))
-            .with_context(|| format!("table {}: set up through {}", t.id, s.name))?;
-        if filled {
-            eprintln!(
-                "sluice-bench: filled {}.sluice_bench ({keys} rows) through {}",
-                st.db, s.name
-            );
-        }
-    }
     let first = targets.first().context("a table without targets")?;
     results.tables.push(TableInfo {
         id: t.id.clone(),
@@ -191,6 +175,34 @@ fn run_table(
                 // Let the connections of this run close before the next target starts.
                 std::thread::sleep(Duration::from_millis(300));
             }
+        }
+    }
+    Ok(())
+}
+
+/// Creates a table's table (and database) through its setup targets: the ones it names,
+/// else its first SQL target.
+fn setup_table(f: &BenchFile, t: &TableSpec) -> Result<()> {
+    let keys = t.keys.unwrap_or(f.keys);
+    let setup: Vec<&TargetSpec> = if t.setup.is_empty() {
+        f.table_targets(t)
+            .into_iter()
+            .find(|x| x.protocol.sql().is_some())
+            .into_iter()
+            .collect()
+    } else {
+        t.setup.iter().filter_map(|s| f.target(s)).collect()
+    };
+    for s in setup {
+        let st = sql_target(s)?;
+        let filled = runtime()?
+            .block_on(ensure_table(&st, keys))
+            .with_context(|| format!("table {}: set up through {}", t.id, s.name))?;
+        if filled {
+            eprintln!(
+                "sluice-bench: filled {}.sluice_bench ({keys} rows) through {}",
+                st.db, s.name
+            );
         }
     }
     Ok(())

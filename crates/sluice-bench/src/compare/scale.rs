@@ -9,6 +9,7 @@ use super::procs::memory_kib;
 use super::{CompareOptions, measured_pid, runtime, spec_for, sql_target};
 use crate::results::ScaleRecord;
 use crate::scenario::Plan;
+use crate::scenario::setup::ensure_database;
 use crate::scenario::sql::{SqlConn, SqlTarget};
 use crate::spec::{RunSpec, thousands};
 use anyhow::{Context, Result, bail};
@@ -27,6 +28,17 @@ pub fn measure(
     procs: &mut super::procs::Procs,
 ) -> Result<ScaleRecord> {
     let pid = measured_pid(target, procs)?.context("a scale target needs a process")?;
+    // The database the clients log in to, created on the server itself (a target of the
+    // same protocol that is not a proxy).
+    if let Some(direct) = f
+        .target
+        .iter()
+        .find(|x| x.protocol == target.protocol && x.process.is_none())
+    {
+        runtime()?
+            .block_on(ensure_database(&sql_target(direct)?))
+            .with_context(|| format!("scale: create the database through {}", direct.name))?;
+    }
     let table = super::file::TableSpec {
         id: "scale".to_string(),
         title: String::new(),

@@ -123,18 +123,28 @@ impl Keys {
     }
 }
 
-/// Opens `plan.connections` connections with `open(i)`, all at once; the first failure
-/// fails the run.
+/// Connections logging in at the same time while a run opens its connections.
+pub const OPENING_AT_ONCE: usize = 100;
+
+/// Opens `plan.connections` connections with `open(i)`, [`OPENING_AT_ONCE`] at a time;
+/// the first failure fails the run.
 pub async fn open_all<C, F, Fut>(plan: &Plan, open: F) -> Result<Vec<C>>
 where
     C: Send + 'static,
     F: Fn(usize) -> Fut,
     Fut: Future<Output = Result<C>> + Send + 'static,
 {
+    // A hundred logins at a time: a thousand at once would overflow the listen queue of
+    // servers and proxies with the usual backlog of 128, and measure SYN retries.
+    let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(OPENING_AT_ONCE));
     let mut set = JoinSet::new();
     for i in 0..plan.connections {
         let fut = open(i);
-        set.spawn(async move { (i, fut.await) });
+        let gate = gate.clone();
+        set.spawn(async move {
+            let _permit = gate.acquire_owned().await;
+            (i, fut.await)
+        });
     }
     let mut conns: Vec<Option<C>> = (0..plan.connections).map(|_| None).collect();
     while let Some(joined) = set.join_next().await {

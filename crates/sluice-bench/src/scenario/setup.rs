@@ -27,13 +27,9 @@ fn c_value(id: u64) -> String {
     )
 }
 
-/// Creates `t.db` and the table with `keys` rows unless they are there already.
-/// Returns whether the table was (re)filled.
-pub async fn ensure_table(t: &SqlTarget, keys: u64) -> Result<bool> {
+/// Creates `t.db` unless it is there.
+pub async fn ensure_database(t: &SqlTarget) -> Result<()> {
     check_identifier("database", &t.db)?;
-    if keys == 0 || keys > i32::MAX as u64 {
-        bail!("keys must be between 1 and {}", i32::MAX);
-    }
     match t.protocol {
         Protocol::Pg => {
             let mut admin = SqlConn::connect(t, "postgres").await?;
@@ -62,6 +58,16 @@ pub async fn ensure_table(t: &SqlTarget, keys: u64) -> Result<bool> {
             admin.close().await;
         }
     }
+    Ok(())
+}
+
+/// Creates `t.db` and the table with `keys` rows unless they are there already.
+/// Returns whether the table was (re)filled.
+pub async fn ensure_table(t: &SqlTarget, keys: u64) -> Result<bool> {
+    if keys == 0 || keys > i32::MAX as u64 {
+        bail!("keys must be between 1 and {}", i32::MAX);
+    }
+    ensure_database(t).await?;
     let mut c = SqlConn::connect(t, &t.db).await?;
     let ddl = format!(
         "CREATE TABLE IF NOT EXISTS {TABLE} (id integer NOT NULL PRIMARY KEY, \
