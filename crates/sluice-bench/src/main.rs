@@ -173,6 +173,9 @@ struct ReportArgs {
     /// How the markdown links the charts (default: the svg dir relative to --out).
     #[arg(long)]
     svg_link: Option<String>,
+    /// Markdown to place after the report's header (a hand-written summary).
+    #[arg(long)]
+    preface: Option<PathBuf>,
 }
 
 fn secs(what: &str, v: f64) -> Result<Duration> {
@@ -318,6 +321,7 @@ fn compare_cmd(a: CompareArgs) -> Result<ExitCode> {
         &ReportOptions {
             svg_link_prefix: String::new(),
             command: opts.command.clone(),
+            preface: String::new(),
         },
     )?;
     println!("{}", rendered.markdown);
@@ -357,6 +361,10 @@ fn report_cmd(a: ReportArgs) -> Result<ExitCode> {
             _ => String::new(),
         });
     let args: Vec<String> = std::env::args().collect();
+    let preface = match &a.preface {
+        Some(p) => std::fs::read_to_string(p).with_context(|| format!("read {}", p.display()))?,
+        None => String::new(),
+    };
     let rendered = report::render(
         &docs,
         &ReportOptions {
@@ -365,6 +373,7 @@ fn report_cmd(a: ReportArgs) -> Result<ExitCode> {
                 "sluice-bench {}",
                 args.get(1..).unwrap_or_default().join(" ")
             ),
+            preface,
         },
     )?;
     match &a.out {

@@ -86,10 +86,7 @@ pub(super) fn throughput(view: &DocView<'_>, t: &TableView<'_>) -> String {
             series.push((ti, points));
         }
     }
-    let legend: Vec<(String, &str)> = series
-        .iter()
-        .map(|(ti, _)| (view.targets[*ti].to_string(), colour(*ti)))
-        .collect();
+    let legend = legend(view, series.iter().map(|(ti, _)| *ti));
     let plot = frame(&mut svg, &title, &legend, true);
 
     let max = series
@@ -190,10 +187,7 @@ pub(super) fn latency(view: &DocView<'_>, t: &TableView<'_>) -> String {
     let bars: Vec<(usize, Percentiles)> = (0..view.targets.len())
         .filter_map(|ti| Some((ti, t.group(ci, ti)?.stats.latency?)))
         .collect();
-    let legend: Vec<(String, &str)> = bars
-        .iter()
-        .map(|(ti, _)| (view.targets[*ti].to_string(), colour(*ti)))
-        .collect();
+    let legend = legend(view, bars.iter().map(|(ti, _)| *ti));
     let plot = frame(&mut svg, &title, &legend, false);
 
     let values = bars
@@ -259,4 +253,11 @@ pub(super) fn latency(view: &DocView<'_>, t: &TableView<'_>) -> String {
         "latency (log scale)",
     );
     svg.finish()
+}
+
+/// Legend entries (name, colour) of the targets with these indices.
+fn legend(view: &DocView<'_>, targets: impl Iterator<Item = usize>) -> Vec<(String, &'static str)> {
+    targets
+        .map(|ti| (view.targets[ti].to_string(), colour(ti)))
+        .collect()
 }

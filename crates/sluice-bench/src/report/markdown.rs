@@ -23,6 +23,10 @@ pub(super) fn render(views: &[DocView<'_>], opts: &ReportOptions) -> String {
          [benchmarks-history.md](benchmarks-history.md).\n\n",
         code(command)
     ));
+    if !opts.preface.trim().is_empty() {
+        out.push_str(opts.preface.trim_end());
+        out.push_str("\n\n");
+    }
     machines(&mut out, views);
     for view in views {
         document(&mut out, view, opts);

@@ -27,6 +27,8 @@ pub struct ReportOptions {
     pub svg_link_prefix: String,
     /// The command line that produced the report, printed in its header.
     pub command: String,
+    /// Hand-written markdown placed after the header (a summary, what the numbers mean).
+    pub preface: String,
 }
 
 /// A rendered report: the markdown and the charts it links (file name, SVG text).

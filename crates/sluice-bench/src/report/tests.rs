@@ -111,6 +111,7 @@ fn opts() -> ReportOptions {
     ReportOptions {
         svg_link_prefix: "bench/".to_string(),
         command: "sluice-bench report results/*.json".to_string(),
+        preface: String::new(),
     }
 }
 

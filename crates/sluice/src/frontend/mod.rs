@@ -16,6 +16,24 @@ pub struct Accepted {
     pub slot: Option<crate::shared::ClientSlot>,
 }
 
+/// A client's life in two phases, each in a box of its own: admission (startup, TLS,
+/// login: large, short-lived state, freed once done) and the relay. The task itself
+/// then holds next to nothing, which is what keeps an idle client at a few KiB. (The
+/// phases come as functions: a future passed in by value would sit in this one's state.)
+pub async fn admit_then_relay<S, C, A, R>(
+    shared: std::sync::Arc<crate::shared::Shared>,
+    admit: impl FnOnce() -> A,
+    relay: impl FnOnce(std::sync::Arc<crate::shared::Shared>, S, C) -> R,
+) where
+    A: Future<Output = Option<(S, C, crate::shared::ClientSlot)>>,
+    R: Future<Output = ()>,
+{
+    let Some((session, client, _slot)) = Box::pin(admit()).await else {
+        return;
+    };
+    Box::pin(relay(shared, session, client)).await;
+}
+
 /// What a frontend needs to know about the listener a client came in on.
 pub struct ListenerCtx {
     pub cfg: sluice_config::Listener,

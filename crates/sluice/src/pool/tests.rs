@@ -78,6 +78,14 @@ async fn until_waiting(p: &Pool<Fake>, n: usize) {
     panic!("{} waiting, not {n}", p.waiting.load(Ordering::Relaxed));
 }
 
+/// A client queued for a connection (the id of the connection it gets).
+async fn queue_one(p: &Arc<Pool<Fake>>) -> tokio::task::JoinHandle<Result<usize, LoginError>> {
+    let pc = p.clone();
+    let waiter = tokio::spawn(async move { pc.lease().await.map(|l| l.conn.id) });
+    until_waiting(p, 1).await;
+    waiter
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn waiters_are_served_in_order_and_nobody_cuts_in() {
     let p = pool(1, Duration::from_secs(5));
@@ -108,11 +116,7 @@ async fn waiters_are_served_in_order_and_nobody_cuts_in() {
 async fn a_waiter_that_gives_up_leaves_the_queue_and_its_grant() {
     let p = pool(1, Duration::from_secs(5));
     let held = p.lease().await.expect("first lease");
-    let waiter = {
-        let p = p.clone();
-        tokio::spawn(async move { p.lease().await.map(|l| l.conn.id) })
-    };
-    until_waiting(&p, 1).await;
+    let waiter = queue_one(&p).await;
     // The connection is handed over, then the waiter goes away before it runs.
     held.put_back();
     waiter.abort();
@@ -140,11 +144,7 @@ async fn a_timed_out_waiter_errs_and_the_next_is_served() {
 async fn a_closed_connection_lets_the_first_waiter_open_one() {
     let p = pool(1, Duration::from_secs(5));
     let held = p.lease().await.expect("first lease");
-    let waiter = {
-        let p = p.clone();
-        tokio::spawn(async move { p.lease().await.map(|l| l.conn.id) })
-    };
-    until_waiting(&p, 1).await;
+    let waiter = queue_one(&p).await;
     held.discard();
     let Ok(id) = waiter.await.expect("task") else {
         panic!("the waiter got no connection");

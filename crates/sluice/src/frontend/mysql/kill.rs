@@ -22,8 +22,13 @@ pub struct Registered {
     state: Mutex<(Option<u32>, u32)>,
     /// The client's statement waiting on a shared connection, if any.
     muxed: Mutex<Option<Muxed>>,
-    /// The client's socket, to close it when the client is killed while idle.
-    socket: Option<socket2::Socket>,
+    /// The client's socket (its descriptor, not a duplicate: ten thousand clients must
+    /// not hold twenty thousand descriptors), to shut it down when the client is killed
+    /// while idle. Cleared when the session's registration is dropped, which happens
+    /// before its socket is closed (the relay holds the session ahead of its IO), and
+    /// only used under this lock: a descriptor number reused by another socket is never
+    /// touched.
+    fd: Mutex<Option<std::os::fd::RawFd>>,
 }
 
 #[derive(Default)]
@@ -40,6 +45,7 @@ pub struct Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
+        *self.entry.fd.lock() = None;
         self.clients.map.lock().remove(&self.id);
     }
 }
@@ -72,17 +78,13 @@ impl Clients {
         user: String,
         tcp: &tokio::net::TcpStream,
     ) -> Registration {
-        use std::os::fd::AsFd;
-        let socket = tcp
-            .as_fd()
-            .try_clone_to_owned()
-            .ok()
-            .map(socket2::Socket::from);
+        use std::os::fd::AsRawFd;
+        let fd = Mutex::new(Some(tcp.as_raw_fd()));
         let entry = Arc::new(Registered {
             user,
             state: Mutex::new((None, 0)),
             muxed: Mutex::new(None),
-            socket,
+            fd,
         });
         self.map.lock().insert(id, entry.clone());
         Registration {
@@ -120,8 +122,13 @@ impl Registered {
 
     /// Ends the client's session by closing its socket (its relay sees it go).
     pub fn close(&self) {
-        if let Some(s) = &self.socket {
-            let _ = s.shutdown(std::net::Shutdown::Both);
+        let fd = self.fd.lock();
+        if let Some(fd) = *fd {
+            // SAFETY: the descriptor is the client's open socket: the session clears it
+            // (under this lock) before the socket is closed.
+            unsafe {
+                libc::shutdown(fd, libc::SHUT_RDWR);
+            }
         }
     }
 }

@@ -68,6 +68,8 @@ pub(super) enum Cmd {
 
 pub(super) struct Relay {
     pub(super) shared: Arc<Shared>,
+    /// Declared (so dropped) before `io`: the session's KILL registration forgets the
+    /// client's socket before the socket is closed (see kill.rs).
     pub(super) s: Session,
     pub(super) io: Pump,
     pub(super) tracker: Tracker,

@@ -39,13 +39,7 @@ impl Client {
 }
 
 pub async fn serve(a: crate::frontend::Accepted) {
-    let shared = a.shared.clone();
-    // Everything up to the relay runs in a box of its own, freed once the client is
-    // logged in: a connected client's task then holds little more than its relay.
-    let Some((session, client, _slot)) = Box::pin(admit(a)).await else {
-        return;
-    };
-    Box::pin(relay::run(shared, session, client)).await;
+    crate::frontend::admit_then_relay(a.shared.clone(), || admit(a), relay::run).await;
 }
 
 /// Startup, cancel requests and login: the logged-in client, or None when the
