@@ -205,7 +205,7 @@ pub(super) async fn greet_client(
     if send(&mut c.stream, 0, &payload).await.is_err() {
         return None;
     }
-    let (mut cseq, mut answer) = read_client(&mut c, max).await?;
+    let (mut cseq, mut answer) = read_first(&mut c, max).await?;
     if is_ssl_request(&answer) {
         let Some(acceptor) = ctx.tls.as_ref() else {
             let e = Error::protocol("SSL was not offered");
@@ -247,6 +247,25 @@ pub(super) async fn greet_client(
         return None;
     };
     Some((c, cseq, hello, offer))
+}
+
+/// Reads the client's first packet and not a byte more: after an SSLRequest the client
+/// starts its TLS handshake at once, and its ClientHello must be left in the socket for
+/// the TLS acceptor (read into Sluice's buffer, it would look like data sent before the
+/// handshake, and the client would get a plaintext error in the middle of its TLS).
+async fn read_first(c: &mut Client, max: usize) -> Option<(u8, Bytes)> {
+    use tokio::io::AsyncReadExt;
+    let mut head = [0u8; 4];
+    c.stream.read_exact(&mut head).await.ok()?;
+    let len = usize::from(head[0]) | usize::from(head[1]) << 8 | usize::from(head[2]) << 16;
+    if len > max.min(1 << 20) {
+        let e = Error::protocol("login packet too large");
+        c.fatal(head[3].wrapping_add(1), &e).await;
+        return None;
+    }
+    let mut payload = vec![0u8; len];
+    c.stream.read_exact(&mut payload).await.ok()?;
+    Some((head[3], Bytes::from(payload)))
 }
 
 /// Reads one packet of the client's during login: (sequence id, payload).
