@@ -3,21 +3,13 @@
 //! 120-character `c` and a 60-character `pad` (sysbench's shape). A table that already
 //! has exactly those keys is left as it is, so repeated runs do not refill it.
 
-use super::sql::{Protocol, SqlConn, SqlTarget, TABLE};
+use super::sql::{Protocol, SqlConn, SqlTarget, TABLE, check_identifier};
 use anyhow::{Context, Result, bail};
 use mysql_async::prelude::Queryable;
 use std::fmt::Write as _;
 
 /// Rows per INSERT when filling a MySQL table.
 const BATCH: u64 = 1000;
-
-/// Plain identifier: letters, digits and `_` (no quoting needed on either protocol).
-pub fn check_identifier(what: &str, s: &str) -> Result<()> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-        bail!("{what} {s:?} must be letters, digits and _ only");
-    }
-    Ok(())
-}
 
 /// The `c` value of row `id` (deterministic, 120 characters).
 fn c_value(id: u64) -> String {

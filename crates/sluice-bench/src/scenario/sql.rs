@@ -97,10 +97,10 @@ impl Sql {
         columns: &str,
         key: &str,
     ) -> Result<Sql> {
-        super::setup::check_identifier("table", table)?;
-        super::setup::check_identifier("key column", key)?;
+        check_identifier("table", table)?;
+        check_identifier("key column", key)?;
         for c in columns.split(',') {
-            super::setup::check_identifier("column", c.trim())?;
+            check_identifier("column", c.trim())?;
         }
         let select = format!("SELECT {columns} FROM {table} WHERE {key} = ?");
         let texts = match workload {
@@ -147,6 +147,14 @@ pub enum SqlConn {
         conn: mysql_async::Conn,
         stmts: Vec<mysql_async::Statement>,
     },
+}
+
+/// Plain identifier: letters, digits and `_` (no quoting needed on either protocol).
+pub fn check_identifier(what: &str, s: &str) -> Result<()> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        bail!("{what} {s:?} must be letters, digits and _ only");
+    }
+    Ok(())
 }
 
 /// "host:port" (the port after the last colon; "[::1]:3306" works too).
