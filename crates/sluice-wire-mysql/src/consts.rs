@@ -151,6 +151,7 @@ pub const BINARY: u8 = 63;
 // Error numbers Sluice sends itself; [`sqlstate`] gives their SQLSTATE.
 pub const ER_CON_COUNT_ERROR: u16 = 1040;
 pub const ER_HANDSHAKE_ERROR: u16 = 1043;
+pub const ER_DBACCESS_DENIED_ERROR: u16 = 1044;
 pub const ER_ACCESS_DENIED_ERROR: u16 = 1045;
 pub const ER_UNKNOWN_COM_ERROR: u16 = 1047;
 pub const ER_BAD_DB_ERROR: u16 = 1049;
@@ -159,6 +160,7 @@ pub const ER_NET_PACKET_TOO_LARGE: u16 = 1153;
 pub const ER_NET_PACKETS_OUT_OF_ORDER: u16 = 1156;
 pub const ER_UNKNOWN_STMT_HANDLER: u16 = 1243;
 pub const ER_QUERY_INTERRUPTED: u16 = 1317;
+pub const ER_MALFORMED_PACKET: u16 = 1835;
 /// A client-side code, also used by proxies for a lost server connection.
 pub const CR_SERVER_LOST: u16 = 2013;
 
@@ -167,11 +169,12 @@ pub fn sqlstate(code: u16) -> &'static [u8; 5] {
     match code {
         ER_CON_COUNT_ERROR => b"08004",
         ER_ACCESS_DENIED_ERROR => b"28000",
-        ER_BAD_DB_ERROR => b"42000",
+        ER_BAD_DB_ERROR | ER_DBACCESS_DENIED_ERROR => b"42000",
         ER_HANDSHAKE_ERROR
         | ER_UNKNOWN_COM_ERROR
         | ER_NET_PACKET_TOO_LARGE
-        | ER_NET_PACKETS_OUT_OF_ORDER => b"08S01",
+        | ER_NET_PACKETS_OUT_OF_ORDER
+        | ER_MALFORMED_PACKET => b"08S01",
         ER_QUERY_INTERRUPTED => b"70100",
         _ => b"HY000",
     }

@@ -337,3 +337,63 @@ impl<'a> AuthMoreData<'a> {
 #[cfg(test)]
 #[path = "handshake_tests.rs"]
 mod tests;
+
+/// A client's COM_CHANGE_USER (after the command byte): the new user, its answer to
+/// the scramble of the connection's login, the database, and, when the client sends
+/// them, the character set and the plugin the answer was made with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeUser {
+    pub username: Vec<u8>,
+    pub auth_response: Vec<u8>,
+    pub database: Vec<u8>,
+    pub charset: Option<u16>,
+    pub auth_plugin: Option<Vec<u8>>,
+}
+
+impl ChangeUser {
+    /// Parses the body with the capabilities agreed at login.
+    pub fn parse(body: &[u8], caps: u64) -> Option<Self> {
+        let mut r = Reader::new(body);
+        let username = r.nul_str()?.to_vec();
+        let auth_response = if caps & CLIENT_SECURE_CONNECTION != 0 {
+            let n = r.u8()?;
+            r.take(usize::from(n))?
+        } else {
+            r.nul_str()?
+        }
+        .to_vec();
+        let database = r.nul_str_or_rest().to_vec();
+        let charset = if r.is_empty() { None } else { Some(r.u16()?) };
+        let auth_plugin =
+            (caps & CLIENT_PLUGIN_AUTH != 0 && !r.is_empty()).then(|| r.nul_str_or_rest().to_vec());
+        Some(ChangeUser {
+            username,
+            auth_response,
+            database,
+            charset,
+            auth_plugin,
+        })
+    }
+
+    /// Writes the body (without the command byte) as a client with `caps` would.
+    pub fn encode(&self, caps: u64, out: &mut Vec<u8>) {
+        put_nul_str(out, &self.username);
+        if caps & CLIENT_SECURE_CONNECTION != 0 {
+            out.push(self.auth_response.len().min(255) as u8);
+            out.extend_from_slice(&self.auth_response[..self.auth_response.len().min(255)]);
+        } else {
+            put_nul_str(out, &self.auth_response);
+        }
+        put_nul_str(out, &self.database);
+        if let Some(cs) = self.charset {
+            out.extend_from_slice(&cs.to_le_bytes());
+            if let Some(p) = self
+                .auth_plugin
+                .as_deref()
+                .filter(|_| caps & CLIENT_PLUGIN_AUTH != 0)
+            {
+                put_nul_str(out, p);
+            }
+        }
+    }
+}

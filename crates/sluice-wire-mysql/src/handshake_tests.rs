@@ -231,3 +231,32 @@ proptest! {
         let _ = AuthMoreData::parse(&p);
     }
 }
+
+#[test]
+fn change_user_round_trip_and_truncation() {
+    let caps = CLIENT_PROTOCOL_41 | CLIENT_SECURE_CONNECTION | CLIENT_PLUGIN_AUTH;
+    let cu = ChangeUser {
+        username: b"second".to_vec(),
+        auth_response: vec![1, 0, 2, 3],
+        database: b"test".to_vec(),
+        charset: Some(45),
+        auth_plugin: Some(b"mysql_native_password".to_vec()),
+    };
+    let mut body = Vec::new();
+    cu.encode(caps, &mut body);
+    assert_eq!(ChangeUser::parse(&body, caps), Some(cu.clone()));
+    // An old client stops after the database.
+    let short = ChangeUser {
+        charset: None,
+        auth_plugin: None,
+        ..cu
+    };
+    let mut body = Vec::new();
+    short.encode(caps, &mut body);
+    assert_eq!(ChangeUser::parse(&body, caps), Some(short));
+    // Truncated inside the user name or the answer: not a packet.
+    assert_eq!(ChangeUser::parse(b"second", caps), None);
+    assert_eq!(ChangeUser::parse(b"second\0\x09ab", caps), None);
+    // A lone half of the character set is malformed.
+    assert_eq!(ChangeUser::parse(b"u\0\0db\0\x2d", caps), None);
+}

@@ -23,10 +23,13 @@ pub enum PinReason {
     TableLock,
     /// MySQL protocol-level prepared statements (COM_STMT_PREPARE).
     Prepared,
+    /// The server connection is logged in as the user a MySQL client changed to with
+    /// COM_CHANGE_USER (pass-through: only the server could check the password).
+    ChangeUser,
 }
 
 impl PinReason {
-    pub const ALL: [PinReason; 9] = [
+    pub const ALL: [PinReason; 10] = [
         PinReason::SqlPrepare,
         PinReason::TempTable,
         PinReason::AdvisoryLock,
@@ -36,6 +39,7 @@ impl PinReason {
         PinReason::UserVariable,
         PinReason::TableLock,
         PinReason::Prepared,
+        PinReason::ChangeUser,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -49,13 +53,14 @@ impl PinReason {
             PinReason::UserVariable => "user_variable",
             PinReason::TableLock => "table_lock",
             PinReason::Prepared => "prepared_statement",
+            PinReason::ChangeUser => "change_user",
         }
     }
 }
 
 /// Process-wide counts of pins taken, by reason (for the admin console and metrics).
 #[derive(Debug, Default)]
-pub struct PinCounters([AtomicU64; 9]);
+pub struct PinCounters([AtomicU64; 10]);
 
 impl PinCounters {
     pub fn bump(&self, r: PinReason) {

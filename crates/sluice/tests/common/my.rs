@@ -233,6 +233,32 @@ impl RawMy {
         }
     }
 
+    /// COM_CHANGE_USER with mysql_native_password (answering one auth switch, as
+    /// Sluice asks with a fresh scramble): the final answer's payload (OK or ERR).
+    pub async fn change_user(&mut self, user: &str, pw: &str, db: &str) -> Vec<u8> {
+        use sluice_wire_mysql::consts::*;
+        use sluice_wire_mysql::handshake::{AuthSwitchRequest, ChangeUser};
+        let cu = ChangeUser {
+            username: user.as_bytes().to_vec(),
+            auth_response: vec![0; 20],
+            database: db.as_bytes().to_vec(),
+            charset: Some(45),
+            auth_plugin: Some(b"mysql_native_password".to_vec()),
+        };
+        let mut p = vec![COM_CHANGE_USER];
+        cu.encode(CLIENT_SECURE_CONNECTION | CLIENT_PLUGIN_AUTH, &mut p);
+        self.send(0, &p).await;
+        let (seq, answer) = self.read().await.expect("change user answer");
+        if answer.first() != Some(&0xfe) {
+            return answer;
+        }
+        let switch = AuthSwitchRequest::parse(&answer).expect("auth switch");
+        let salt = sluice_wire_mysql::auth::salt(switch.data);
+        let reply = sluice_wire_mysql::auth::native_scramble(pw.as_bytes(), salt);
+        self.send(seq.wrapping_add(1), &reply).await;
+        self.read().await.expect("change user result").1
+    }
+
     /// COM_PING answered with OK.
     pub async fn ping_ok(&mut self) -> bool {
         self.send(0, &[0x0e]).await;

@@ -183,6 +183,7 @@ pub async fn login(op: &Opener) -> std::result::Result<(ServerConn, HandshakeV10
         stamps: crate::pool::Stamps::now(),
         max_message: t.max_message,
         tracks_state: false,
+        foreign: false,
     };
     conn.track_state().await?;
     Ok((conn, hs))

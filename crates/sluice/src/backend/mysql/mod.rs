@@ -40,6 +40,10 @@ pub struct ServerConn {
     pub max_message: usize,
     /// The server reports every change of session state (see `track_state`).
     pub tracks_state: bool,
+    /// A client changed the user this connection is logged in as (COM_CHANGE_USER
+    /// relayed in pass-through): it no longer belongs to its pool and is closed, never
+    /// reset and handed to another client.
+    pub foreign: bool,
 }
 
 impl ServerConn {
@@ -85,6 +89,13 @@ impl ServerConn {
     /// Brings the connection back to a clean state: COM_RESET_CONNECTION (which also
     /// rolls back), then the login database again.
     pub async fn reset(&mut self) -> Result<()> {
+        if self.foreign {
+            return Err(Error::new(
+                Kind::Desync,
+                Side::Server,
+                "the connection is logged in as another user",
+            ));
+        }
         let failed = |what: &str, e: &[u8]| {
             let msg = resp::ErrPacket::parse(e)
                 .map(|e| String::from_utf8_lossy(e.message).into_owned())
@@ -130,7 +141,7 @@ impl crate::pool::PoolConn for ServerConn {
         &mut self.stamps
     }
     fn is_idle(&self) -> bool {
-        !self.in_transaction()
+        !self.in_transaction() && !self.foreign
     }
     fn still_open(&mut self) -> bool {
         self.stream.is_quiet()

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 pub(super) async fn login(
     shared: &Arc<Shared>,
-    ctx: &ListenerCtx,
+    ctx: &Arc<ListenerCtx>,
     mut c: Client,
     config: &Config,
     target: Target,
@@ -54,61 +54,44 @@ pub(super) async fn login(
     let (user, database) = super::login::names(&hello);
     let user_cfg = config.users.get(&user);
     let mut ex = Exchange {
-        c: &mut c,
+        stream: &mut c.stream,
+        buf: &mut c.buf,
         seq: cseq.wrapping_add(1),
         salt: &salt,
         max,
     };
     let used_password = !hello.auth_response.is_empty();
+    // An answer made for another plugin is no answer: the client is asked again.
+    let first = hello
+        .auth_plugin
+        .as_deref()
+        .is_none_or(|p| p == plugin)
+        .then_some(&hello.auth_response[..]);
     let verdict = ex
-        .check(
-            shared,
-            ctx.cfg.auth,
-            user_cfg,
-            &user,
-            plugin,
-            &hello.auth_response,
-            hello.auth_plugin.as_deref(),
-        )
+        .check(shared, ctx.cfg.auth, user_cfg, &user, plugin, first)
         .await;
     let mut seq = ex.seq;
     let Some(true) = verdict else {
         if verdict.is_some() {
-            let yes = if used_password { "YES" } else { "NO" };
-            let msg = format!("Access denied for user '{user}'@'sluice' (using password: {yes})");
+            let msg = access_denied(&user, used_password);
             c.fatal_code(seq, consts::ER_ACCESS_DENIED_ERROR, "28000", &msg)
                 .await;
         }
         return None;
     };
-    if let Some(u) = user_cfg.filter(|u| !u.may_use_database(&database)) {
-        let msg = format!(
-            "Access denied for user '{}'@'sluice' to database '{database}'",
-            u.name
-        );
-        c.fatal_code(seq, 1044, "42000", &msg).await;
+    if let Some(msg) = database_denied(user_cfg, &database) {
+        c.fatal_code(seq, consts::ER_DBACCESS_DENIED_ERROR, "42000", &msg)
+            .await;
         return None;
     }
-    let (server_user, password) = match user_cfg {
-        Some(u) => (
-            u.server_user().to_owned(),
-            match u.server_secret() {
-                Some(Secret::Plain(p)) => Some(p.clone()),
-                _ => None,
-            },
-        ),
-        None => (user.clone(), None),
-    };
-    let opener = Arc::new(Opener {
+    let opener = opener(
+        user_cfg,
+        &user,
+        &database,
         target,
-        creds: Credentials {
-            user: server_user,
-            password,
-        },
-        database: database.clone(),
-        caps: client_caps & !consts::CLIENT_SSL,
-        charset: hello.charset,
-    });
+        client_caps,
+        hello.charset,
+    );
     let arrival = Arrival {
         user,
         database,
@@ -155,9 +138,58 @@ pub(super) async fn login(
     Some((session, c))
 }
 
+/// The message of error 1045, as a server words it.
+pub(super) fn access_denied(user: &str, used_password: bool) -> String {
+    let yes = if used_password { "YES" } else { "NO" };
+    format!("Access denied for user '{user}'@'sluice' (using password: {yes})")
+}
+
+/// The message of error 1044 when the user may not use the database.
+pub(super) fn database_denied(user_cfg: Option<&User>, database: &str) -> Option<String> {
+    let u = user_cfg.filter(|u| !u.may_use_database(database))?;
+    Some(format!(
+        "Access denied for user '{}'@'sluice' to database '{database}'",
+        u.name
+    ))
+}
+
+/// How the pool logs in to the server for a configured user.
+pub(super) fn opener(
+    user_cfg: Option<&User>,
+    user: &str,
+    database: &str,
+    target: Target,
+    client_caps: u64,
+    charset: u8,
+) -> Arc<Opener> {
+    let (server_user, password) = match user_cfg {
+        Some(u) => (
+            u.server_user().to_owned(),
+            match u.server_secret() {
+                Some(Secret::Plain(p)) => Some(p.clone()),
+                _ => None,
+            },
+        ),
+        None => (user.to_owned(), None),
+    };
+    Arc::new(Opener {
+        target,
+        creds: Credentials {
+            user: server_user,
+            password,
+        },
+        database: database.to_owned(),
+        caps: client_caps & !consts::CLIENT_SSL,
+        charset,
+    })
+}
+
 /// What the server says at login (version, capabilities, charset), for greeting
 /// clients: remembered per server, else read from a short-lived connection.
-async fn server_greeting(shared: &Shared, t: &Target) -> Result<Arc<HandshakeV10>, Error> {
+pub(super) async fn server_greeting(
+    shared: &Shared,
+    t: &Target,
+) -> Result<Arc<HandshakeV10>, Error> {
     let addr = t.addr();
     if let Some(h) = shared.mysql.greetings.lock().get(&addr) {
         return Ok(h.clone());
@@ -177,37 +209,38 @@ async fn server_greeting(shared: &Shared, t: &Target) -> Result<Arc<HandshakeV10
 }
 
 /// One client's authentication exchange.
-struct Exchange<'a> {
-    c: &'a mut Client,
+pub(super) struct Exchange<'a> {
+    pub stream: &'a mut Stream,
+    pub buf: &'a mut BytesMut,
     /// Sequence id of Sluice's next packet.
-    seq: u8,
-    salt: &'a [u8; 20],
-    max: usize,
+    pub seq: u8,
+    pub salt: &'a [u8; 20],
+    pub max: usize,
 }
 
 impl Exchange<'_> {
     async fn send(&mut self, payload: &[u8]) -> Option<()> {
-        self.seq = send(&mut self.c.stream, self.seq, payload).await.ok()?;
+        self.seq = send(self.stream, self.seq, payload).await.ok()?;
         Some(())
     }
 
     async fn read(&mut self) -> Option<Vec<u8>> {
-        let (s, p) = read_client(self.c, self.max).await?;
+        let (s, p) = read_client(self.stream, self.buf, self.max).await?;
         self.seq = s.wrapping_add(1);
         Some(p.to_vec())
     }
 
-    /// Some(true): authenticated; Some(false): refused; None: the client left.
-    #[allow(clippy::too_many_arguments)]
-    async fn check(
+    /// Some(true): authenticated; Some(false): refused; None: the client left. `first`
+    /// is the client's answer to the salt with `plugin`; without one the client is
+    /// asked (an auth switch request).
+    pub(super) async fn check(
         &mut self,
         shared: &Shared,
         method: AuthMethod,
         user_cfg: Option<&User>,
         user: &str,
         plugin: &[u8],
-        first: &[u8],
-        client_plugin: Option<&[u8]>,
+        first: Option<&[u8]>,
     ) -> Option<bool> {
         let Some(u) = user_cfg else {
             return Some(false);
@@ -215,19 +248,21 @@ impl Exchange<'_> {
         if method == AuthMethod::Trust {
             return Some(true);
         }
-        let mut answer = first.to_vec();
-        if client_plugin.is_some_and(|p| p != plugin) {
-            let mut data = self.salt.to_vec();
-            data.push(0);
-            let mut p = Vec::new();
-            AuthSwitchRequest {
-                plugin,
-                data: &data,
+        let answer = match first {
+            Some(a) => a.to_vec(),
+            None => {
+                let mut data = self.salt.to_vec();
+                data.push(0);
+                let mut p = Vec::new();
+                AuthSwitchRequest {
+                    plugin,
+                    data: &data,
+                }
+                .encode(&mut p);
+                self.send(&p).await?;
+                self.read().await?
             }
-            .encode(&mut p);
-            self.send(&p).await?;
-            answer = self.read().await?;
-        }
+        };
         let secret = u.password.as_ref();
         if method == AuthMethod::CachingSha2Password {
             return self.sha2(shared, user, secret, &answer).await;
@@ -265,18 +300,21 @@ impl Exchange<'_> {
         // Full authentication: the password itself, in clear only over TLS.
         self.send(&[1, scramble::SHA2_PERFORM_FULL_AUTH]).await?;
         let mut reply = self.read().await?;
-        if !self.c.stream.is_tls() {
-            if reply != [scramble::SHA2_REQUEST_PUBLIC_KEY] {
-                return Some(false);
-            }
+        if !self.stream.is_tls() {
             let key = shared.mysql.rsa.get_or_init(super::rsa::RsaKey::generate);
             let Some(key) = key.as_ref() else {
                 return Some(false);
             };
-            let mut more = vec![1];
-            more.extend_from_slice(&key.pem);
-            self.send(&more).await?;
-            let sealed = self.read().await?;
+            // A client that has the key (from an earlier exchange) sends the password
+            // sealed at once.
+            let sealed = if reply == [scramble::SHA2_REQUEST_PUBLIC_KEY] {
+                let mut more = vec![1];
+                more.extend_from_slice(&key.pem);
+                self.send(&more).await?;
+                self.read().await?
+            } else {
+                reply
+            };
             let Some(mut clear) = key.decrypt(&sealed) else {
                 return Some(false);
             };

@@ -15,7 +15,8 @@ pub type Muxed = (Arc<crate::mux::Mux>, Arc<crate::mux::Answer>);
 
 /// One client, as KILL sees it.
 pub struct Registered {
-    pub user: String,
+    /// The user the client is logged in as (COM_CHANGE_USER changes it).
+    user: Mutex<String>,
     /// The server connection (thread id) the client holds now, and how many KILLs of
     /// it are on their way (the client keeps that connection until they have run, so a
     /// KILL never reaches a connection another client got meanwhile).
@@ -81,7 +82,7 @@ impl Clients {
         use std::os::fd::AsRawFd;
         let fd = Mutex::new(Some(tcp.as_raw_fd()));
         let entry = Arc::new(Registered {
-            user,
+            user: Mutex::new(user),
             state: Mutex::new((None, 0)),
             muxed: Mutex::new(None),
             fd,
@@ -100,6 +101,14 @@ impl Clients {
 }
 
 impl Registered {
+    pub fn same_user(&self, other: &Registered) -> bool {
+        std::ptr::eq(self, other) || *self.user.lock() == *other.user.lock()
+    }
+
+    pub fn set_user(&self, user: String) {
+        *self.user.lock() = user;
+    }
+
     /// The server connection the client holds now; it keeps it until [`Self::done`].
     pub fn aim(&self) -> Option<u32> {
         let mut st = self.state.lock();
@@ -196,7 +205,7 @@ impl super::relay::Relay {
         let Some(target) = self.shared.mysql.clients.get(id) else {
             return Kill::NotOurs;
         };
-        if target.user != self.s.kill.entry.user {
+        if !target.same_user(&self.s.kill.entry) {
             let msg = format!("You are not owner of thread {id}");
             queue_err(&mut self.io.to_client, 1, 1095, "HY000", &msg);
             return Kill::Answered;

@@ -29,6 +29,8 @@ pub struct Session {
     pub caps: u64,
     /// The client's entry for KILL.
     pub kill: super::kill::Registration,
+    /// The listener the client came through (COM_CHANGE_USER logs in again there).
+    pub ctx: Arc<ListenerCtx>,
 }
 
 impl Session {
@@ -58,7 +60,7 @@ pub(super) async fn send(stream: &mut Stream, seq: u8, payload: &[u8]) -> std::i
 
 pub async fn login(
     shared: &Arc<Shared>,
-    ctx: &ListenerCtx,
+    ctx: &Arc<ListenerCtx>,
     mut c: Client,
 ) -> Option<(Session, Client)> {
     let (config, target) = match crate::session::plan::target(shared, ctx) {
@@ -111,29 +113,39 @@ pub(super) struct Arrival {
     pub lease: FirstConn,
 }
 
-/// Finds the client's pool and makes the session.
-pub(super) async fn finish(
-    shared: &Arc<Shared>,
+/// The pool plan for a client's user and database: clients whose capabilities or
+/// character set shape answers differently get separate pools.
+pub(super) fn plan(
+    shared: &Shared,
     ctx: &ListenerCtx,
-    mut c: Client,
-    a: Arrival,
-) -> Option<(Client, Session)> {
+    user: &str,
+    database: &str,
+    caps: u64,
+    charset: u8,
+) -> Result<crate::session::plan::Plan<ServerConn>, Error> {
     let extra = vec![
-        (
-            "caps".to_owned(),
-            format!("{:x}", a.client_caps & SHAPING_CAPS),
-        ),
-        ("charset".to_owned(), a.charset.to_string()),
+        ("caps".to_owned(), format!("{:x}", caps & SHAPING_CAPS)),
+        ("charset".to_owned(), charset.to_string()),
     ];
-    let plan = match crate::session::plan::plan(
+    crate::session::plan::plan(
         shared,
         ctx,
         &shared.my_pools,
-        &a.user,
-        &a.database,
+        user,
+        database,
         extra,
         "COM_RESET_CONNECTION",
-    ) {
+    )
+}
+
+/// Finds the client's pool and makes the session.
+pub(super) async fn finish(
+    shared: &Arc<Shared>,
+    ctx: &Arc<ListenerCtx>,
+    mut c: Client,
+    a: Arrival,
+) -> Option<(Client, Session)> {
+    let plan = match plan(shared, ctx, &a.user, &a.database, a.client_caps, a.charset) {
         Ok(p) => p,
         Err(e) => {
             c.fatal(2, &e).await;
@@ -161,6 +173,7 @@ pub(super) async fn finish(
         id: a.id,
         caps: a.client_caps,
         kill,
+        ctx: ctx.clone(),
     };
     if session.mode == PoolMode::Transaction
         && let Some(l) = session.lease.take()
@@ -230,7 +243,7 @@ pub(super) async fn greet_client(
             }
         };
         c = Client { stream, buf, caps };
-        (cseq, answer) = read_client(&mut c, max).await?;
+        (cseq, answer) = read_client(&mut c.stream, &mut c.buf, max).await?;
     } else if ctx.cfg.tls == ClientTls::Require {
         let e = Error::new(
             Kind::Auth,
@@ -269,8 +282,12 @@ async fn read_first(c: &mut Client, max: usize) -> Option<(u8, Bytes)> {
 }
 
 /// Reads one packet of the client's during login: (sequence id, payload).
-pub(super) async fn read_client(c: &mut Client, max: usize) -> Option<(u8, Bytes)> {
-    match read_packet(&mut c.stream, &mut c.buf, max.min(1 << 20)).await {
+pub(super) async fn read_client(
+    stream: &mut Stream,
+    buf: &mut BytesMut,
+    max: usize,
+) -> Option<(u8, Bytes)> {
+    match read_packet(stream, buf, max.min(1 << 20)).await {
         Ok(p) => Some(p),
         Err(e) => {
             tracing::debug!(error = %e, "client left during login");

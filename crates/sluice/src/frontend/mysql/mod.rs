@@ -3,6 +3,7 @@
 //! router and pool, then hands the session to the relay loop.
 
 mod auth;
+mod change_user;
 mod kill;
 mod login;
 mod muxed;

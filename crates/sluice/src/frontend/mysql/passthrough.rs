@@ -118,6 +118,7 @@ pub(super) async fn authenticate(
         stamps: crate::pool::Stamps::now(),
         max_message: max,
         tracks_state: false,
+        foreign: false,
     };
     // A failure here shows on the connection's first use.
     let _ = conn.track_state().await;

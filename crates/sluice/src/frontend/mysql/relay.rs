@@ -7,6 +7,7 @@
 //! through as whole physical packets.
 
 use super::login::Session;
+use super::state::{is_stmt_command, known_command};
 use super::{Client, queue_err, queue_error};
 use crate::error::{Error, Kind, Side};
 use crate::frontend::pump::{Event, Pump};
@@ -14,7 +15,7 @@ use crate::session::Ledger;
 use crate::session::effects::Effects;
 use crate::shared::Shared;
 use bytes::Buf;
-use sluice_config::PoolMode;
+use sluice_config::{AuthMethod, PoolMode};
 use sluice_wire_mysql::track::{Step, Tracker};
 use sluice_wire_mysql::{consts, packet};
 use std::collections::VecDeque;
@@ -64,6 +65,8 @@ pub(super) enum Cmd {
     Consumed,
     /// It waits (in the client buffer) for an answer to something Sluice sent first.
     Blocked,
+    /// Sluice answered it and took it off the client buffer itself.
+    Taken,
 }
 
 pub(super) struct Relay {
@@ -221,6 +224,13 @@ impl Relay {
             && self.io.to_server.is_empty()
     }
 
+    /// Idle, and the server sent nothing unasked.
+    pub(super) fn at_rest(&self) -> bool {
+        self.idle()
+            && self.origins.is_empty()
+            && self.s.lease.as_ref().is_none_or(|l| l.rbuf.is_empty())
+    }
+
     fn in_transaction(&self) -> bool {
         self.status & consts::SERVER_STATUS_IN_TRANS != 0
             || self.status & consts::SERVER_STATUS_AUTOCOMMIT == 0
@@ -284,6 +294,7 @@ impl Relay {
                             self.blocked = true;
                             return Ok(());
                         }
+                        Cmd::Taken => continue,
                     }
                 } else if self.incoming == Incoming::Auth
                     || self.incoming == Incoming::File && len == 0
@@ -342,6 +353,9 @@ impl Relay {
             super::kill::Kill::Answered => return Ok(Cmd::Consumed),
             super::kill::Kill::Server(sql) => Some(sql),
         };
+        if cmd == consts::COM_CHANGE_USER && self.s.ctx.cfg.auth != AuthMethod::Passthrough {
+            return Box::pin(self.change_user(len)).await;
+        }
         let tx = self.s.mode == PoolMode::Transaction;
         let mut offer = false;
         if tx {
@@ -421,6 +435,9 @@ impl Relay {
                 }
                 return Ok(Cmd::Forward);
             }
+        }
+        if cmd == consts::COM_CHANGE_USER {
+            self.relay_change_user();
         }
         if self.tracker.expect(cmd) {
             self.origins.push_back(Origin::Client { cmd, effects });
@@ -570,42 +587,4 @@ impl Relay {
             _ => lease.discard(),
         }
     }
-}
-
-/// Commands that name a prepared statement by id.
-fn is_stmt_command(cmd: u8) -> bool {
-    matches!(
-        cmd,
-        consts::COM_STMT_EXECUTE
-            | consts::COM_STMT_SEND_LONG_DATA
-            | consts::COM_STMT_CLOSE
-            | consts::COM_STMT_RESET
-            | consts::COM_STMT_FETCH
-    )
-}
-
-fn known_command(cmd: u8) -> bool {
-    matches!(
-        cmd,
-        consts::COM_INIT_DB
-            | consts::COM_QUERY
-            | consts::COM_FIELD_LIST
-            | consts::COM_STATISTICS
-            | consts::COM_PROCESS_KILL
-            | consts::COM_PING
-            | consts::COM_CHANGE_USER
-            | consts::COM_STMT_PREPARE
-            | consts::COM_STMT_EXECUTE
-            | consts::COM_STMT_SEND_LONG_DATA
-            | consts::COM_STMT_CLOSE
-            | consts::COM_STMT_RESET
-            | consts::COM_SET_OPTION
-            | consts::COM_STMT_FETCH
-            | consts::COM_RESET_CONNECTION
-            | consts::COM_CREATE_DB
-            | consts::COM_DROP_DB
-            | consts::COM_REFRESH
-            | consts::COM_DEBUG
-            | consts::COM_PROCESS_INFO
-    )
 }

@@ -21,7 +21,6 @@ impl Relay {
                 name: "schema".into(),
                 sql: format!("USE `{}`", String::from_utf8_lossy(body).replace('`', "``")),
             }])),
-            consts::COM_CHANGE_USER => Some(Arc::new([Effect::Opaque])),
             _ => None,
         }
     }
@@ -107,12 +106,12 @@ impl Relay {
             return;
         }
         if cmd == consts::COM_RESET_CONNECTION {
-            self.ledger = Default::default();
-            self.stmts = Default::default();
-            if let Some(l) = self.s.lease.as_mut() {
-                l.conn.applied.clear();
-                l.conn.stmts.clear();
-            }
+            self.forget_session_state();
+            // A reset keeps the user: a client that changed it keeps its connection.
+            self.pin_foreign();
+        }
+        if cmd == consts::COM_CHANGE_USER {
+            self.user_changed();
         }
         // The server reports a change of session state no effect Sluice knows of
         // explains (a function or procedure set something): the client keeps the
@@ -168,4 +167,42 @@ pub(super) fn reads_last_insert_id(sql: &[u8]) -> bool {
     ["last_insert_id", "LAST_INSERT_ID", "identity", "IDENTITY"]
         .iter()
         .any(|w| memchr::memmem::find(sql, w.as_bytes()).is_some())
+}
+
+/// Commands that name a prepared statement by id.
+pub(super) fn is_stmt_command(cmd: u8) -> bool {
+    matches!(
+        cmd,
+        consts::COM_STMT_EXECUTE
+            | consts::COM_STMT_SEND_LONG_DATA
+            | consts::COM_STMT_CLOSE
+            | consts::COM_STMT_RESET
+            | consts::COM_STMT_FETCH
+    )
+}
+
+pub(super) fn known_command(cmd: u8) -> bool {
+    matches!(
+        cmd,
+        consts::COM_INIT_DB
+            | consts::COM_QUERY
+            | consts::COM_FIELD_LIST
+            | consts::COM_STATISTICS
+            | consts::COM_PROCESS_KILL
+            | consts::COM_PING
+            | consts::COM_CHANGE_USER
+            | consts::COM_STMT_PREPARE
+            | consts::COM_STMT_EXECUTE
+            | consts::COM_STMT_SEND_LONG_DATA
+            | consts::COM_STMT_CLOSE
+            | consts::COM_STMT_RESET
+            | consts::COM_SET_OPTION
+            | consts::COM_STMT_FETCH
+            | consts::COM_RESET_CONNECTION
+            | consts::COM_CREATE_DB
+            | consts::COM_DROP_DB
+            | consts::COM_REFRESH
+            | consts::COM_DEBUG
+            | consts::COM_PROCESS_INFO
+    )
 }

@@ -1,0 +1,188 @@
+//! COM_CHANGE_USER. With configured users Sluice logs the client in again itself: an
+//! auth switch with a fresh scramble (the answer in the command was made for the
+//! login's scramble), the same checks as at login, then the session moves to the new
+//! user's pool with a clean state, as a server would leave it. A refused change keeps
+//! the old user and the session, as MariaDB does.
+//!
+//! With pass-through auth only the server can check the password: the command goes to
+//! the client's server connection, which from then on is logged in as a user its pool
+//! is not for. The client keeps it (pinned, reason `change_user`) and it is closed when
+//! the client is done with it, never reset and handed to another client.
+
+use super::auth::{Exchange, access_denied, database_denied, opener, server_greeting};
+use super::queue_err;
+use super::relay::{Cmd, End, Relay};
+use crate::backend::LoginError;
+use crate::session::PinReason;
+use bytes::Buf;
+use sluice_config::{AuthMethod, PoolMode};
+use sluice_wire_mysql::auth as scramble;
+use sluice_wire_mysql::handshake::ChangeUser;
+use sluice_wire_mysql::{consts, packet, resp};
+
+impl Relay {
+    /// The client's COM_CHANGE_USER on a listener with configured users.
+    pub(super) async fn change_user(&mut self, len: usize) -> Result<Cmd, End> {
+        let body = self.io.cbuf[5..4 + len].to_vec();
+        self.io.cbuf.advance(4 + len);
+        let Some(cu) = ChangeUser::parse(&body, self.s.caps) else {
+            let msg = "Malformed communication packet";
+            queue_err(
+                &mut self.io.to_client,
+                1,
+                consts::ER_MALFORMED_PACKET,
+                "08S01",
+                msg,
+            );
+            return Ok(Cmd::Taken);
+        };
+        if !self.at_rest() {
+            let msg = "COM_CHANGE_USER while commands are in flight";
+            queue_err(
+                &mut self.io.to_client,
+                1,
+                consts::ER_UNKNOWN_COM_ERROR,
+                "08S01",
+                msg,
+            );
+            return Ok(Cmd::Taken);
+        }
+        // Everything before the command is answered; the exchange is the client's own.
+        self.io.flush_client_now().await;
+        let shared = self.shared.clone();
+        let ctx = self.s.ctx.clone();
+        let (config, target) = match crate::session::plan::target(&shared, &ctx) {
+            Ok(t) => t,
+            Err(e) => {
+                super::queue_error(&mut self.io.to_client, 1, &e);
+                return Ok(Cmd::Taken);
+            }
+        };
+        let user = String::from_utf8_lossy(&cu.username).into_owned();
+        let database = String::from_utf8_lossy(&cu.database).into_owned();
+        let user_cfg = config.users.get(&user);
+        let plugin: &[u8] = match ctx.cfg.auth {
+            AuthMethod::CachingSha2Password => scramble::CACHING_SHA2_PASSWORD,
+            _ => scramble::MYSQL_NATIVE_PASSWORD,
+        };
+        let salt: [u8; 20] = std::array::from_fn(|_| rand::random_range(b'!'..=b'~'));
+        let mut ex = Exchange {
+            stream: &mut self.io.client,
+            buf: &mut self.io.cbuf,
+            seq: 1,
+            salt: &salt,
+            max: self.s.max_message,
+        };
+        let verdict = ex
+            .check(&shared, ctx.cfg.auth, user_cfg, &user, plugin, None)
+            .await;
+        let seq = ex.seq;
+        match verdict {
+            None => return Err(End::ClientLeft),
+            Some(false) => {
+                let msg = access_denied(&user, !cu.auth_response.is_empty());
+                let code = consts::ER_ACCESS_DENIED_ERROR;
+                queue_err(&mut self.io.to_client, seq, code, "28000", &msg);
+                return Ok(Cmd::Taken);
+            }
+            Some(true) => {}
+        }
+        if let Some(msg) = database_denied(user_cfg, &database) {
+            let code = consts::ER_DBACCESS_DENIED_ERROR;
+            queue_err(&mut self.io.to_client, seq, code, "42000", &msg);
+            return Ok(Cmd::Taken);
+        }
+        let charset = cu
+            .charset
+            .and_then(|c| u8::try_from(c).ok())
+            .unwrap_or(consts::UTF8MB4_GENERAL_CI);
+        let plan = match super::login::plan(&shared, &ctx, &user, &database, self.s.caps, charset) {
+            Ok(p) => p,
+            Err(e) => {
+                super::queue_error(&mut self.io.to_client, seq, &e);
+                return Ok(Cmd::Taken);
+            }
+        };
+        if let Ok(hs) = server_greeting(&shared, &target).await {
+            plan.pool.set_welcome(&hs);
+        }
+        let caps = self.s.caps;
+        plan.pool
+            .set_opener(opener(user_cfg, &user, &database, target, caps, charset));
+        // As at login: a first server connection proves the server takes this user and
+        // database, before the client leaves its old ones.
+        let mut lease = None;
+        if plan.mode == PoolMode::Session || plan.pool.counts().0 == 0 {
+            match plan.pool.lease().await {
+                Ok(l) => lease = Some(l),
+                Err(LoginError::Server(err)) => {
+                    let mut s = seq;
+                    packet::write_packet(&mut self.io.to_client, &mut s, &err);
+                    return Ok(Cmd::Taken);
+                }
+                Err(LoginError::Proxy(e)) => {
+                    super::queue_error(&mut self.io.to_client, seq, &e);
+                    return Ok(Cmd::Taken);
+                }
+            }
+        }
+        if let Some(old) = self.s.lease.take() {
+            old.reset_and_put_back().await;
+        }
+        if plan.mode == PoolMode::Transaction
+            && let Some(l) = lease.take()
+        {
+            l.put_back();
+        }
+        self.s.pool = plan.pool;
+        self.s.mode = plan.mode;
+        self.s.lease = lease;
+        self.s.max_message = plan.target.max_message;
+        self.s.kill.entry.set_user(user);
+        self.s.sync_kill();
+        self.forget_session_state();
+        self.status = consts::SERVER_STATUS_AUTOCOMMIT;
+        let mut ok = Vec::new();
+        resp::encode_ok(&mut ok, caps, 0, 0, self.status, 0, b"");
+        let mut s = seq;
+        packet::write_packet(&mut self.io.to_client, &mut s, &ok);
+        Ok(Cmd::Taken)
+    }
+
+    /// A pass-through COM_CHANGE_USER goes to the server connection: whatever the
+    /// answer, the connection may be logged in as another user from now on.
+    pub(super) fn relay_change_user(&mut self) {
+        if let Some(l) = self.s.lease.as_mut() {
+            l.conn.foreign = true;
+        }
+    }
+
+    /// The server took a relayed COM_CHANGE_USER: it reset the session, and the
+    /// connection is the client's alone.
+    pub(super) fn user_changed(&mut self) {
+        self.forget_session_state();
+        self.pin_foreign();
+    }
+
+    /// A client holding a connection logged in as the user it changed to keeps it.
+    pub(super) fn pin_foreign(&mut self) {
+        let foreign = self.s.lease.as_ref().is_some_and(|l| l.conn.foreign);
+        if foreign && self.s.mode == PoolMode::Transaction {
+            let pins = &self.shared.pins;
+            self.ledger.set_pin(PinReason::ChangeUser, true, pins);
+        }
+    }
+
+    /// The server forgot the client's session (COM_RESET_CONNECTION, COM_CHANGE_USER):
+    /// so does Sluice.
+    pub(super) fn forget_session_state(&mut self) {
+        self.ledger = Default::default();
+        self.stmts = Default::default();
+        self.last_insert = None;
+        self.hold_once = false;
+        if let Some(l) = self.s.lease.as_mut() {
+            l.conn.applied.clear();
+            l.conn.stmts.clear();
+        }
+    }
+}
