@@ -70,6 +70,14 @@ impl<'a> Tokens<'a> {
         self.i
     }
 
+    /// The next token with its byte range in the text.
+    pub fn next_spanned(&mut self) -> Option<(Token<'a>, std::ops::Range<usize>)> {
+        self.skip_space_and_comments();
+        let start = self.i;
+        let t = self.next()?;
+        Some((t, start..self.i))
+    }
+
     fn skip_space_and_comments(&mut self) {
         let s = self.s;
         loop {

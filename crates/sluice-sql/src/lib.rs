@@ -8,6 +8,7 @@
 mod effects;
 mod effects_my;
 mod lex;
+pub mod session_id;
 
 pub use effects::{Effect, effects};
 pub use effects_my::effects_mysql;

@@ -147,6 +147,12 @@ tls_key_file = "{}"
         .await
         .unwrap_err();
     assert!(err.to_string().contains("insecure"), "{err}");
+    // The SSLRequest and the ClientHello in one segment: the ClientHello must be left
+    // for the TLS handshake, not read as data sent before it.
+    for _ in 0..5 {
+        let answer = login_tls_in_one_write(a, &ca, APP_USER, APP_PW).await;
+        assert_eq!(answer.as_slice().first(), Some(&0), "{answer:?}");
+    }
     h.shutdown(std::time::Duration::from_secs(5)).await;
 }
 
@@ -196,5 +202,51 @@ async fn statistics_field_list_set_option_and_change_user() {
     let who: Option<String> = m.query_first("SELECT CURRENT_USER()").await.unwrap();
     assert_eq!(who.as_deref(), Some("second@%"));
     m.disconnect().await.unwrap();
+    h.shutdown(std::time::Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn connection_id_is_the_one_the_client_was_told() {
+    let db = mariadb();
+    let h = sluice(&config_text(&db, 2, "2s", "")).await;
+    for listener in ["tx", "session"] {
+        let a = addr(&h, listener);
+        let mut c = connect(a).await;
+        let mut other = connect(a).await;
+        let mine = u64::from(c.id());
+        for round in 0..4 {
+            // Another client in a transaction now and then: `c` runs on either
+            // pooled connection.
+            let step = if round % 2 == 0 { "BEGIN" } else { "COMMIT" };
+            other.query_drop(step).await.unwrap();
+            let id: Option<u64> = c.query_first("SELECT CONNECTION_ID()").await.unwrap();
+            assert_eq!(id, Some(mine), "{listener}");
+            let id: Option<u64> = c.exec_first("SELECT CONNECTION_ID()", ()).await.unwrap();
+            assert_eq!(id, Some(mine), "{listener} prepared");
+        }
+        // The column keeps its name, as written.
+        let r = c
+            .query_iter("select connection_id(), 1 AS one")
+            .await
+            .unwrap();
+        let names: Vec<String> = r
+            .columns_ref()
+            .iter()
+            .map(|c| c.name_str().into_owned())
+            .collect();
+        assert_eq!(names, ["connection_id()", "one"], "{listener}");
+        drop(r);
+        // Inside an expression it is the connection running the statement: looking
+        // oneself up in the process list works.
+        let n: Option<u64> = c
+            .query_first(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()",
+            )
+            .await
+            .unwrap();
+        assert_eq!(n, Some(1), "{listener}");
+        other.disconnect().await.unwrap();
+        c.disconnect().await.unwrap();
+    }
     h.shutdown(std::time::Duration::from_secs(5)).await;
 }

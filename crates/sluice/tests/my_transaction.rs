@@ -26,11 +26,13 @@ async fn settings_follow_clients_across_pooled_connections() {
             c.query_drop("SET NAMES latin1").await.unwrap();
             let dbname = if i % 2 == 0 { "d1" } else { "d2" };
             c.query_drop(format!("USE {dbname}")).await.unwrap();
+            // @@pseudo_thread_id tells the server connection (CONNECTION_ID() tells the
+            // client's own id).
             let mut ids = std::collections::BTreeSet::new();
             for _ in 0..30 {
                 let (got_tz, cs, cur, id): (String, String, String, u32) = c
                     .query_first(
-                        "SELECT @@time_zone, @@character_set_client, DATABASE(), CONNECTION_ID()",
+                        "SELECT @@time_zone, @@character_set_client, DATABASE(), @@pseudo_thread_id",
                     )
                     .await
                     .unwrap()
@@ -62,7 +64,7 @@ async fn settings_follow_clients_across_pooled_connections() {
             other.query_drop("SELECT 1").await.unwrap();
         }
         let (tz, id): (String, u32) = c
-            .query_first("SELECT @@time_zone, CONNECTION_ID()")
+            .query_first("SELECT @@time_zone, @@pseudo_thread_id")
             .await
             .unwrap()
             .unwrap();
@@ -247,7 +249,7 @@ auth = "passthrough"
                 assert_eq!(v, Some(format!("v{k}")));
                 let n: Option<i64> = c.exec_first(&count, (k,)).await.unwrap();
                 assert_eq!(n, Some(k as i64));
-                let id: Option<u32> = c.query_first("SELECT CONNECTION_ID()").await.unwrap();
+                let id: Option<u32> = c.query_first("SELECT @@pseudo_thread_id").await.unwrap();
                 ids.extend(id);
             }
             c.close(get).await.unwrap();
@@ -275,7 +277,7 @@ auth = "passthrough"
         }
         let v: Option<String> = a.exec_first(&get, (k,)).await.unwrap();
         assert_eq!(v, Some(format!("v{k}")));
-        let id: Option<u32> = a.query_first("SELECT CONNECTION_ID()").await.unwrap();
+        let id: Option<u32> = a.query_first("SELECT @@pseudo_thread_id").await.unwrap();
         ids.extend(id);
         if hold {
             b.query_drop("COMMIT").await.unwrap();
@@ -439,7 +441,7 @@ async fn many_plain_clients(a: std::net::SocketAddr) -> std::collections::BTreeS
                         .await
                         .unwrap_err();
                     assert!(e.to_string().contains("no_such_table"), "{e}");
-                    let id: Option<u32> = c.query_first("SELECT CONNECTION_ID()").await.unwrap();
+                    let id: Option<u32> = c.query_first("SELECT @@pseudo_thread_id").await.unwrap();
                     ids.extend(id);
                 }
             }

@@ -276,3 +276,42 @@ async fn answers_sluice_gives_itself_keep_their_order_and_status() {
     assert_eq!(tags(&f), "1EZ");
     assert_eq!(error_code(&f[1].1), "53300");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_backend_pid_is_the_one_the_client_was_told() {
+    let pg = pg();
+    let h = sluice(&config_text(&pg, 2, "5s", "")).await;
+    let a = addr(&h, "txauth");
+    let mut x = Raw::login(a, APP_USER, APP_PW, "app").await;
+    let mut y = Raw::login(a, APP_USER, APP_PW, "app").await;
+    let mine = x.pid.to_string();
+    for round in 0..4 {
+        // `y` in a transaction now and then: `x` runs on either pooled connection.
+        y.query(if round % 2 == 0 { "begin" } else { "commit" })
+            .await;
+        let frames = x.query("select pg_backend_pid()").await;
+        assert_eq!(first_value(&frames).as_deref(), Some(&mine[..]));
+        // The column keeps its name.
+        let desc = frames.iter().find(|f| f.0 == b'T').unwrap();
+        assert!(desc.1[2..].starts_with(b"pg_backend_pid\0"), "{desc:?}");
+        // Extended protocol (Parse of the unnamed statement) too.
+        let mut b = BytesMut::new();
+        parse(&mut b, "", "select pg_backend_pid() as me");
+        bind(&mut b, "");
+        exec(&mut b);
+        sync(&mut b);
+        x.send(&b).await;
+        let frames = x.until_ready().await;
+        assert_eq!(
+            first_value(&frames).as_deref(),
+            Some(&mine[..]),
+            "{frames:?}"
+        );
+        // Inside an expression it is the connection running the statement.
+        let frames = x
+            .query("select count(*) from pg_stat_activity where pid = pg_backend_pid()")
+            .await;
+        assert_eq!(first_value(&frames).as_deref(), Some("1"));
+    }
+    h.shutdown(std::time::Duration::from_secs(5)).await;
+}

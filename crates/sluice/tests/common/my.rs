@@ -265,3 +265,142 @@ impl RawMy {
         matches!(self.read().await, Some((1, p)) if p.first() == Some(&0))
     }
 }
+
+/// A socket whose first write carries `prefix` in front of the caller's bytes, in the
+/// same write (so in one TCP segment on loopback).
+struct Prefixed {
+    inner: tokio::net::TcpStream,
+    prefix: Option<Vec<u8>>,
+}
+
+impl tokio::io::AsyncRead for Prefixed {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Prefixed {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        use std::task::Poll;
+        let Some(prefix) = self.prefix.take() else {
+            return std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        };
+        let mut both = prefix.clone();
+        both.extend_from_slice(buf);
+        match std::pin::Pin::new(&mut self.inner).poll_write(cx, &both) {
+            Poll::Ready(Ok(n)) => {
+                assert!(n >= prefix.len(), "the prefix went out in part");
+                Poll::Ready(Ok(n - prefix.len()))
+            }
+            Poll::Pending => {
+                self.prefix = Some(prefix);
+                Poll::Pending
+            }
+            other => other,
+        }
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Logs in over TLS sending the SSLRequest and the TLS ClientHello in one write, as
+/// mysql_async may: the first packet after the login answer (OK or ERR).
+pub async fn login_tls_in_one_write(
+    a: SocketAddr,
+    ca: &std::path::Path,
+    user: &str,
+    pw: &str,
+) -> Vec<u8> {
+    use sluice_wire_mysql::consts::*;
+    use sluice_wire_mysql::handshake::{HandshakeResponse41, HandshakeV10, SslRequest};
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    async fn packet(s: &mut (impl AsyncReadExt + Unpin)) -> Vec<u8> {
+        let mut head = [0u8; 4];
+        s.read_exact(&mut head).await.unwrap();
+        let len = usize::from(head[0]) | usize::from(head[1]) << 8 | usize::from(head[2]) << 16;
+        let mut p = vec![0; len];
+        s.read_exact(&mut p).await.unwrap();
+        p
+    }
+    let mut tcp = tokio::net::TcpStream::connect(a).await.unwrap();
+    tcp.set_nodelay(true).unwrap();
+    let hs = HandshakeV10::parse(&packet(&mut tcp).await).expect("greeting");
+    let caps = (CLIENT_PROTOCOL_41
+        | CLIENT_SECURE_CONNECTION
+        | CLIENT_PLUGIN_AUTH
+        | CLIENT_LONG_PASSWORD
+        | CLIENT_TRANSACTIONS
+        | CLIENT_SSL)
+        & hs.capabilities;
+    let mut body = Vec::new();
+    SslRequest {
+        capabilities: caps,
+        max_packet: 1 << 24,
+        charset: 45,
+    }
+    .encode(&mut body);
+    let mut ssl = bytes::BytesMut::new();
+    let mut seq = 1;
+    sluice_wire_mysql::packet::write_packet(&mut ssl, &mut seq, &body);
+    let mut roots = rustls::RootCertStore::empty();
+    let pem = std::fs::read(ca).unwrap();
+    for c in rustls_pemfile::certs(&mut &pem[..]) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let sock = Prefixed {
+        inner: tcp,
+        prefix: Some(ssl.to_vec()),
+    };
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+        .connect(name, sock)
+        .await
+        .expect("TLS handshake");
+    let resp = HandshakeResponse41 {
+        capabilities: caps,
+        max_packet: 1 << 24,
+        charset: 45,
+        username: user.as_bytes().to_vec(),
+        auth_response: sluice_wire_mysql::auth::native_scramble(pw.as_bytes(), hs.scramble())
+            .to_vec(),
+        database: None,
+        auth_plugin: Some(b"mysql_native_password".to_vec()),
+        attrs: None,
+    };
+    let mut p = Vec::new();
+    resp.encode(&mut p);
+    let mut out = bytes::BytesMut::new();
+    let mut seq = 2;
+    sluice_wire_mysql::packet::write_packet(&mut out, &mut seq, &p);
+    tls.write_all(&out).await.unwrap();
+    tls.flush().await.unwrap();
+    packet(&mut tls).await
+}

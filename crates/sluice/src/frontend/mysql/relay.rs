@@ -259,7 +259,7 @@ impl Relay {
 
     /// Handles every complete physical packet the client sent.
     pub(super) async fn on_client(&mut self) -> Result<(), End> {
-        while let Some((len, seq)) = packet::header(&self.io.cbuf) {
+        while let Some((mut len, seq)) = packet::header(&self.io.cbuf) {
             if self.blocked {
                 return Ok(());
             }
@@ -284,6 +284,7 @@ impl Relay {
             if !self.c_cont {
                 self.c_logical = 0;
                 if self.incoming == Incoming::Command {
+                    len = self.own_session_id(len);
                     match self.command(len, seq).await? {
                         Cmd::Forward => {}
                         Cmd::Consumed => {

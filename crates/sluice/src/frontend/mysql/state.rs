@@ -25,6 +25,42 @@ impl Relay {
         }
     }
 
+    /// Puts the client's own connection id into a statement that asks for it with
+    /// CONNECTION_ID(), unless the client holds the very server connection it was told
+    /// of at login (session mode, pass-through). Returns the command's new length.
+    pub(super) fn own_session_id(&mut self, len: usize) -> usize {
+        let cmd = self.io.cbuf.get(4).copied();
+        if len >= packet::MAX_PAYLOAD
+            || self.io.cbuf.get(3) != Some(&0)
+            || !matches!(cmd, Some(consts::COM_QUERY | consts::COM_STMT_PREPARE))
+            || self.s.mode == sluice_config::PoolMode::Session
+                && self
+                    .s
+                    .lease
+                    .as_ref()
+                    .is_some_and(|l| l.conn.id == self.s.id)
+        {
+            return len;
+        }
+        let sql = &self.io.cbuf[5..4 + len];
+        let dialect = sluice_sql::Dialect::MySql;
+        let Some(new) = sluice_sql::session_id::rewrite(sql, dialect, self.s.id) else {
+            return len;
+        };
+        if new.len() + 1 >= packet::MAX_PAYLOAD {
+            return len;
+        }
+        let rest = self.io.cbuf.split_off(4 + len);
+        self.io.cbuf.clear();
+        let mut p = Vec::with_capacity(new.len() + 1);
+        p.extend(cmd);
+        p.extend_from_slice(&new);
+        let mut seq = 0;
+        packet::write_packet(&mut self.io.cbuf, &mut seq, &p);
+        self.io.cbuf.unsplit(rest);
+        p.len()
+    }
+
     /// Before a statement that reads LAST_INSERT_ID() (or @@identity), sets it on the
     /// connection to the value the client's last insert produced, wherever that ran.
     pub(super) fn restore_last_insert_id(&mut self, cmd: u8, payload: &[u8]) {

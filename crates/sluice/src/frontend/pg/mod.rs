@@ -4,10 +4,12 @@
 
 mod auth;
 mod login;
+mod muxed;
 mod relay;
 mod relay_client;
 mod relay_server;
 mod replay;
+mod session_id;
 mod startup;
 mod stmts;
 
