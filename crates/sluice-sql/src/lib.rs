@@ -32,15 +32,7 @@ pub fn surely_plain_in(sql: &[u8], dialect: Dialect) -> bool {
     {
         return false;
     }
-    let start = sql
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(sql.len());
-    let word_end = sql[start..]
-        .iter()
-        .position(|b| !b.is_ascii_alphabetic())
-        .map_or(sql.len(), |n| start + n);
-    let first = &sql[start..word_end];
+    let first = first_word(sql);
     const PLAIN: [&[u8]; 6] = [
         b"select", b"insert", b"update", b"delete", b"values", b"table",
     ];
@@ -65,6 +57,19 @@ pub fn surely_plain_in(sql: &[u8], dialect: Dialect) -> bool {
             .iter()
             .any(|m| rest.len() >= m.len() && rest[..m.len()].eq_ignore_ascii_case(m))
     })
+}
+
+/// The statement's first word (letters only, leading whitespace skipped).
+pub fn first_word(sql: &[u8]) -> &[u8] {
+    let start = sql
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(sql.len());
+    let end = sql[start..]
+        .iter()
+        .position(|b| !b.is_ascii_alphabetic())
+        .map_or(sql.len(), |n| start + n);
+    &sql[start..end]
 }
 
 #[cfg(test)]

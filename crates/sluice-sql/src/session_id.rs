@@ -19,8 +19,30 @@ struct Spelling {
     column: Option<&'static str>,
     /// Select-list modifiers after which an item starts.
     modifiers: &'static [&'static str],
-    /// Words that end a select list.
-    enders: &'static [&'static str],
+    /// Words beyond [`ENDERS`] that end a select list.
+    more_enders: &'static [&'static str],
+}
+
+/// Words that end a select list in both dialects.
+const ENDERS: [&str; 12] = [
+    "from",
+    "into",
+    "union",
+    "where",
+    "group",
+    "having",
+    "order",
+    "limit",
+    "for",
+    "window",
+    "except",
+    "intersect",
+];
+
+impl Spelling {
+    fn ends_list(&self, t: &Token<'_>) -> bool {
+        ENDERS.iter().chain(self.more_enders).any(|w| t.is(w))
+    }
 }
 
 const MYSQL: Spelling = Spelling {
@@ -40,43 +62,14 @@ const MYSQL: Spelling = Spelling {
         "sql_no_cache",
         "sql_calc_found_rows",
     ],
-    enders: &[
-        "from",
-        "into",
-        "union",
-        "where",
-        "group",
-        "having",
-        "order",
-        "limit",
-        "for",
-        "lock",
-        "window",
-        "except",
-        "intersect",
-    ],
+    more_enders: &["lock"],
 };
 
 const POSTGRES: Spelling = Spelling {
     function: "pg_backend_pid",
     column: Some("pg_backend_pid"),
     modifiers: &["select", "all", "distinct"],
-    enders: &[
-        "from",
-        "into",
-        "union",
-        "where",
-        "group",
-        "having",
-        "order",
-        "limit",
-        "offset",
-        "fetch",
-        "for",
-        "window",
-        "except",
-        "intersect",
-    ],
+    more_enders: &["offset", "fetch"],
 };
 
 /// The text with every call of the dialect's session-id function replaced by `id`, or
@@ -115,8 +108,7 @@ pub fn rewrite(sql: &[u8], dialect: Dialect, id: u32) -> Option<Vec<u8>> {
                 .map(|p| toks[p].0)
                 .is_some_and(|p| p == Token::Punct(b',') || sp.modifiers.iter().any(|m| p.is(m)));
             let item_end = toks.get(i + 3).is_none_or(|(n, _)| {
-                matches!(n, Token::Semicolon | Token::Punct(b','))
-                    || sp.enders.iter().any(|w| n.is(w))
+                matches!(n, Token::Semicolon | Token::Punct(b',')) || sp.ends_list(n)
             });
             let aliased = toks.get(i + 3).is_some_and(|(n, _)| n.is("as"));
             if !(depth == 0 && select_list && item_start && (item_end || aliased)) {
@@ -154,7 +146,7 @@ pub fn rewrite(sql: &[u8], dialect: Dialect, id: u32) -> Option<Vec<u8>> {
                 select_list = false;
             }
             _ if depth == 0 && t.is("select") => select_list = true,
-            _ if depth == 0 && sp.enders.iter().any(|w| t.is(w)) => select_list = false,
+            _ if depth == 0 && sp.ends_list(&t) => select_list = false,
             _ => {}
         }
         i += 1;
@@ -166,13 +158,18 @@ pub fn rewrite(sql: &[u8], dialect: Dialect, id: u32) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// Whether `hay` contains `needle` (lowercase ASCII) in any case.
+/// Whether `hay` contains `needle` (lowercase ASCII with an underscore) in any case.
+/// It runs on every pooled statement: it looks only around underscores, which plain
+/// statements have few of.
 fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
-    let Some(&first) = needle.first() else {
-        return true;
+    let Some(u) = memchr::memchr(b'_', needle) else {
+        return hay
+            .windows(needle.len().max(1))
+            .any(|w| w.eq_ignore_ascii_case(needle));
     };
-    memchr::memchr2_iter(first, first.to_ascii_uppercase(), hay).any(|at| {
-        hay.get(at..at + needle.len())
+    memchr::memchr_iter(b'_', hay).any(|at| {
+        at.checked_sub(u)
+            .and_then(|start| hay.get(start..start + needle.len()))
             .is_some_and(|w| w.eq_ignore_ascii_case(needle))
     })
 }
@@ -277,5 +274,18 @@ mod tests {
         assert_eq!(pg("select $$ pg_backend_pid() $$"), None);
         // The other dialect's function is not ours to replace.
         assert_eq!(pg("SELECT CONNECTION_ID()"), None);
+    }
+
+    #[test]
+    fn the_prefilter_finds_the_name_anywhere() {
+        let n = b"connection_id";
+        assert!(contains_ignore_case(b"CONNECTION_ID()", n));
+        assert!(contains_ignore_case(b"select a_b, x.Connection_Id", n));
+        assert!(!contains_ignore_case(b"select connection, _id", n));
+        assert!(!contains_ignore_case(b"_id", n));
+        assert!(contains_ignore_case(
+            b"select pg_backend_pid()",
+            b"pg_backend_pid"
+        ));
     }
 }

@@ -243,7 +243,6 @@ async fn secret_and_limits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_listener() {
-    use std::sync::Arc;
     let db = common::my::mariadb();
     db.sql(
         "CREATE TABLE test.t (k INT PRIMARY KEY, v VARCHAR(5)); INSERT INTO test.t VALUES (1, 'a')",
@@ -259,21 +258,10 @@ async fn tls_listener() {
     let text = config(&db, 1).replace("connections = 1\n", &format!("connections = 1\n{extra}"));
     let h = common::sluice(&text).await;
     let a = common::addr(&h, "hs_read");
-    let mut roots = rustls::RootCertStore::empty();
-    let pem = std::fs::read(&ca).unwrap();
-    for c in rustls_pemfile::certs(&mut &pem[..]) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::aws_lc_rs::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    let cfg = common::tls_client_config(&ca);
     let tcp = TcpStream::connect(a).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+    let tls = tokio_rustls::TlsConnector::from(cfg)
         .connect(name, tcp)
         .await
         .unwrap();

@@ -322,3 +322,20 @@ pub fn frame(tag: u8, body: &[u8]) -> Vec<u8> {
     b.put_slice(body);
     b.to_vec()
 }
+
+/// A rustls client configuration that trusts the test CA in `ca` (PEM).
+pub fn tls_client_config(ca: &std::path::Path) -> std::sync::Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    let pem = std::fs::read(ca).unwrap();
+    for c in rustls_pemfile::certs(&mut &pem[..]) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let cfg = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    std::sync::Arc::new(cfg)
+}

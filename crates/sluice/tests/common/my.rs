@@ -333,7 +333,6 @@ pub async fn login_tls_in_one_write(
 ) -> Vec<u8> {
     use sluice_wire_mysql::consts::*;
     use sluice_wire_mysql::handshake::{HandshakeResponse41, HandshakeV10, SslRequest};
-    use std::sync::Arc;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     async fn packet(s: &mut (impl AsyncReadExt + Unpin)) -> Vec<u8> {
         let mut head = [0u8; 4];
@@ -363,24 +362,13 @@ pub async fn login_tls_in_one_write(
     let mut ssl = bytes::BytesMut::new();
     let mut seq = 1;
     sluice_wire_mysql::packet::write_packet(&mut ssl, &mut seq, &body);
-    let mut roots = rustls::RootCertStore::empty();
-    let pem = std::fs::read(ca).unwrap();
-    for c in rustls_pemfile::certs(&mut &pem[..]) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::aws_lc_rs::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    let cfg = super::tls_client_config(ca);
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
     let sock = Prefixed {
         inner: tcp,
         prefix: Some(ssl.to_vec()),
     };
-    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+    let mut tls = tokio_rustls::TlsConnector::from(cfg)
         .connect(name, sock)
         .await
         .expect("TLS handshake");

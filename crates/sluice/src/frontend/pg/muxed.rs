@@ -31,17 +31,8 @@ impl Relay {
         const FIRST: [&[u8]; 7] = [
             b"select", b"insert", b"update", b"delete", b"values", b"table", b"with",
         ];
-        let start = sql
-            .iter()
-            .position(|b| !b.is_ascii_whitespace())
-            .unwrap_or(sql.len());
-        let end = sql[start..]
-            .iter()
-            .position(|b| !b.is_ascii_alphabetic())
-            .map_or(sql.len(), |n| start + n);
-        FIRST
-            .iter()
-            .any(|k| sql[start..end].eq_ignore_ascii_case(k))
+        let first = sluice_sql::first_word(sql);
+        FIRST.iter().any(|k| first.eq_ignore_ascii_case(k))
             && self.shared.effects.of(sql).is_none()
             && !sql.windows(6).any(|w| w.eq_ignore_ascii_case(b"notify"))
     }
