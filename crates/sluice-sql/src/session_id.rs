@@ -95,10 +95,17 @@ pub fn rewrite(sql: &[u8], dialect: Dialect, id: u32) -> Option<Vec<u8>> {
     let mut copied = 0;
     let mut depth = 0usize;
     let mut select_list = false;
+    // The statement is a query: a call in a stored object's definition (CREATE VIEW,
+    // PROCEDURE, EVENT...) must stay a call.
+    let mut query = false;
     let mut i = 0;
     while i < toks.len() {
         let (t, ref span) = toks[i];
-        let call = t.is(sp.function)
+        if i == 0 || toks[i - 1].0 == Token::Semicolon {
+            query = t.is("select") || t.is("with") || t == Token::Punct(b'(');
+        }
+        let call = query
+            && t.is(sp.function)
             && matches!(toks.get(i + 1), Some((Token::Punct(b'('), _)))
             && matches!(toks.get(i + 2), Some((Token::Punct(b')'), _)));
         if call {
@@ -287,5 +294,26 @@ mod tests {
             b"select pg_backend_pid()",
             b"pg_backend_pid"
         ));
+    }
+
+    #[test]
+    fn stored_definitions_keep_the_call() {
+        for sql in [
+            "CREATE VIEW v AS SELECT CONNECTION_ID()",
+            "CREATE PROCEDURE p() SELECT CONNECTION_ID()",
+            "INSERT INTO t SELECT CONNECTION_ID()",
+        ] {
+            assert_eq!(my(sql), None, "{sql}");
+        }
+        assert_eq!(
+            my("CREATE VIEW v AS SELECT 1; SELECT CONNECTION_ID()"),
+            Some(format!(
+                "CREATE VIEW v AS SELECT 1; SELECT {ID} AS `CONNECTION_ID()`"
+            ))
+        );
+        assert_eq!(
+            pg("with x as (select 1) select pg_backend_pid() from x"),
+            Some("with x as (select 1) select 7 AS pg_backend_pid from x".into())
+        );
     }
 }

@@ -30,6 +30,15 @@ async fn unknown_command_wrong_sequence_and_oversized_packets() {
     c.send(0, &[]).await;
     assert_eq!(c.read_err().await.1, 1047);
     assert!(c.ping_ok().await);
+    // An empty packet and a 3-byte COM_QUERY in one write, in transaction mode: the
+    // byte after the empty packet's header (3) belongs to the next packet and is no
+    // command.
+    let mut t = RawMy::login(addr(&h, "tx"), APP_USER, APP_PW).await;
+    t.send_raw(&[0, 0, 0, 0, 3, 0, 0, 0, 0x03, b'D', b'O'])
+        .await;
+    assert_eq!(t.read_err().await.1, 1047);
+    assert_eq!(t.read_err().await.1, 1064);
+    assert!(t.ping_ok().await);
 
     // A new command must start at sequence id 0.
     c.send(5, &[0x0e]).await;

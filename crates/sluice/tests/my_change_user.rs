@@ -48,7 +48,7 @@ async fn passthrough_change_user_keeps_the_connection_from_the_old_pool() {
     h.shutdown(Duration::from_secs(5)).await;
 }
 
-fn users_config(db: &sluice_testkit::MariaDbServer) -> String {
+fn users_config(db: &sluice_testkit::MariaDbServer, pool_size: usize) -> String {
     let extra = format!(
         r#"
 [listeners.native]
@@ -80,7 +80,7 @@ server_password = "{APP_PW}"
 databases = ["test"]
 "#
     );
-    config_text(db, 2, "2s", &extra)
+    config_text(db, pool_size, "2s", &extra)
 }
 
 #[tokio::test]
@@ -88,7 +88,7 @@ async fn configured_users_are_logged_in_again_by_sluice() {
     let db = mariadb();
     db.create_user("second", "second-pw", "mysql_native_password")
         .unwrap();
-    let h = sluice(&users_config(&db)).await;
+    let h = sluice(&users_config(&db, 2)).await;
     for listener in ["native", "sha2"] {
         let a = addr(&h, listener);
         let mut c = Conn::new(opts(a, APP_USER, APP_PW, Some("test")))
@@ -114,7 +114,7 @@ async fn refused_change_user_keeps_the_old_user() {
     let db = mariadb();
     db.create_user("second", "second-pw", "mysql_native_password")
         .unwrap();
-    let h = sluice(&users_config(&db)).await;
+    let h = sluice(&users_config(&db, 2)).await;
     let a = addr(&h, "native");
     let mut c = RawMy::login(a, APP_USER, APP_PW).await;
     // Wrong password: 1045, and the session goes on as the old user.
@@ -136,5 +136,23 @@ async fn refused_change_user_keeps_the_old_user() {
     assert_eq!(ok[0], 0, "{ok:?}");
     let db_now = c.query_value("SELECT DATABASE()").await;
     assert_eq!(db_now.as_deref(), Some("test"));
+    h.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn a_change_to_the_same_user_resets_the_connection_in_place() {
+    let db = mariadb();
+    // Session mode with a pool of one: the connection held is the only one.
+    let h = sluice(&users_config(&db, 1)).await;
+    let a = addr(&h, "sha2");
+    let mut c = Conn::new(opts(a, APP_USER, APP_PW, Some("test")))
+        .await
+        .unwrap();
+    c.query_drop("SET @x = 5").await.unwrap();
+    // Leasing a second connection would time out (and refuse the change).
+    c.change_user(as_user(APP_USER, APP_PW)).await.unwrap();
+    let x: Option<Option<i64>> = c.query_first("SELECT @x").await.unwrap();
+    assert_eq!(x, Some(None), "the session was reset");
+    c.disconnect().await.unwrap();
     h.shutdown(Duration::from_secs(5)).await;
 }

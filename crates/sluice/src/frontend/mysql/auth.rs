@@ -242,12 +242,11 @@ impl Exchange<'_> {
         plugin: &[u8],
         first: Option<&[u8]>,
     ) -> Option<bool> {
-        let Some(u) = user_cfg else {
-            return Some(false);
-        };
         if method == AuthMethod::Trust {
-            return Some(true);
+            return Some(user_cfg.is_some());
         }
+        // The answer is asked for before the user is looked up: an unknown user is
+        // refused at the same step as a wrong password.
         let answer = match first {
             Some(a) => a.to_vec(),
             None => {
@@ -262,6 +261,9 @@ impl Exchange<'_> {
                 self.send(&p).await?;
                 self.read().await?
             }
+        };
+        let Some(u) = user_cfg else {
+            return Some(false);
         };
         let secret = u.password.as_ref();
         if method == AuthMethod::CachingSha2Password {

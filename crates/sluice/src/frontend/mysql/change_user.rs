@@ -23,7 +23,7 @@ use sluice_wire_mysql::{consts, packet, resp};
 impl Relay {
     /// The client's COM_CHANGE_USER on a listener with configured users.
     pub(super) async fn change_user(&mut self, len: usize) -> Result<Cmd, End> {
-        let body = self.io.cbuf[5..4 + len].to_vec();
+        let body = self.io.cbuf.get(5..4 + len).unwrap_or_default().to_vec();
         self.io.cbuf.advance(4 + len);
         let Some(cu) = ChangeUser::parse(&body, self.s.caps) else {
             let msg = "Malformed communication packet";
@@ -37,15 +37,10 @@ impl Relay {
             return Ok(Cmd::Taken);
         };
         if !self.at_rest() {
-            let msg = "COM_CHANGE_USER while commands are in flight";
-            queue_err(
-                &mut self.io.to_client,
-                1,
-                consts::ER_UNKNOWN_COM_ERROR,
-                "08S01",
-                msg,
-            );
-            return Ok(Cmd::Taken);
+            // Clients wait for their answers before changing user: the answers could not
+            // be told apart any more.
+            let e = crate::error::Error::protocol("COM_CHANGE_USER while commands are in flight");
+            return Err(End::Failed(e));
         }
         // Everything before the command is answered; the exchange is the client's own.
         self.io.flush_client_now().await;
@@ -111,8 +106,9 @@ impl Relay {
             .set_opener(opener(user_cfg, &user, &database, target, caps, charset));
         // As at login: a first server connection proves the server takes this user and
         // database, before the client leaves its old ones.
+        let same_pool = std::sync::Arc::ptr_eq(&plan.pool, &self.s.pool);
         let mut lease = None;
-        if plan.mode == PoolMode::Session || plan.pool.counts().0 == 0 {
+        if !same_pool && (plan.mode == PoolMode::Session || plan.pool.counts().0 == 0) {
             match plan.pool.lease().await {
                 Ok(l) => lease = Some(l),
                 Err(LoginError::Server(err)) => {
@@ -126,8 +122,16 @@ impl Relay {
                 }
             }
         }
-        if let Some(old) = self.s.lease.take() {
-            old.reset_and_put_back().await;
+        if let Some(mut old) = self.s.lease.take() {
+            if !same_pool {
+                old.reset_and_put_back().await;
+            } else if old.conn.reset().await.is_ok() {
+                // The same pool (a change to the same user, as a session reset): the
+                // connection held is reset in place, not given back and waited for.
+                lease = Some(old);
+            } else {
+                old.discard();
+            }
         }
         if plan.mode == PoolMode::Transaction
             && let Some(l) = lease.take()

@@ -321,7 +321,12 @@ impl Relay {
 
     /// A new command from the client.
     async fn command(&mut self, len: usize, seq: u8) -> Result<Cmd, End> {
-        let cmd = self.io.cbuf.get(4).copied();
+        // An empty packet has no command (the byte after its header is the next one's).
+        let cmd = if len == 0 {
+            None
+        } else {
+            self.io.cbuf.get(4).copied()
+        };
         let answer_seq = seq.wrapping_add(1);
         // Sluice's own answers (errors) follow this packet.
         self.c_seq = seq;

@@ -29,7 +29,12 @@ impl Relay {
     /// CONNECTION_ID(), unless the client holds the very server connection it was told
     /// of at login (session mode, pass-through). Returns the command's new length.
     pub(super) fn own_session_id(&mut self, len: usize) -> usize {
-        let cmd = self.io.cbuf.get(4).copied();
+        // An empty packet has no command (the byte after its header is the next one's).
+        let cmd = if len == 0 {
+            None
+        } else {
+            self.io.cbuf.get(4).copied()
+        };
         if len >= packet::MAX_PAYLOAD
             || self.io.cbuf.get(3) != Some(&0)
             || !matches!(cmd, Some(consts::COM_QUERY | consts::COM_STMT_PREPARE))

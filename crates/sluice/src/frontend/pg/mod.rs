@@ -9,7 +9,6 @@ mod relay;
 mod relay_client;
 mod relay_server;
 mod replay;
-mod session_id;
 mod startup;
 mod stmts;
 

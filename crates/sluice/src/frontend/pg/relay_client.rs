@@ -81,17 +81,14 @@ impl Relay {
                     buf.advance(5);
                 }
                 Item::Whole(h) => {
-                    let own = self.own_pid(h.tag, &buf[..h.frame_len]);
                     if h.tag == fe::PARSE
-                        && own.is_none()
                         && let Some(n) = self.try_mux_batch(buf)
                     {
                         // Parse .. Sync went to a shared connection as one unit.
                         buf.advance(n);
                         break;
                     }
-                    let frame = own.as_deref().unwrap_or(&buf[..h.frame_len]);
-                    let end = self.on_frame(h.tag, frame).await;
+                    let end = self.on_frame(h.tag, &buf[..h.frame_len]).await;
                     buf.advance(h.frame_len);
                     if let Some(end) = end? {
                         return Ok(Some(end));
