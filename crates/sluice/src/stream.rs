@@ -43,7 +43,7 @@ impl Stream {
             Stream::Plain(s) => loop {
                 std::task::ready!(s.poll_read_ready(cx))?;
                 grow(buf);
-                match s.try_read_buf(buf) {
+                match read_ready(s, buf) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                     r => return Poll::Ready(r),
                 }
@@ -61,6 +61,29 @@ impl Stream {
             Stream::TlsServer(s) => s.get_ref().0,
             Stream::TlsClient(s) => s.get_ref().0,
         }
+    }
+}
+
+/// Reads what a socket that polled readable has into `buf`'s spare room. A read that
+/// leaves room unfilled has drained the socket, so its readiness is cleared as well
+/// (as tokio's own `poll_read` does): the next wait goes straight to the reactor
+/// instead of first trying a read that can only say `WouldBlock`, which would cost a
+/// system call per message.
+pub fn read_ready(s: &TcpStream, buf: &mut bytes::BytesMut) -> io::Result<usize> {
+    let room = buf.capacity() - buf.len();
+    let mut got = None;
+    let r = s.try_io(tokio::io::Interest::READABLE, || {
+        let n = s.try_read_buf(buf)?;
+        got = Some(n);
+        if n > 0 && n < room {
+            // Not an error: tells tokio to clear the readiness it saw.
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok(n)
+    });
+    match (r, got) {
+        (_, Some(n)) => Ok(n),
+        (r, None) => r,
     }
 }
 

@@ -123,7 +123,7 @@ async fn read_some(stream: &mut Stream, buf: &mut BytesMut) -> std::io::Result<u
         Stream::Plain(tcp) => loop {
             tcp.readable().await?;
             reserve(buf);
-            match tcp.try_read_buf(buf) {
+            match crate::stream::read_ready(tcp, buf) {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
                 r => return r,
             }

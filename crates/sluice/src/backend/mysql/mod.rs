@@ -173,6 +173,9 @@ pub async fn read_packet(
             if buf.len() >= 4 && payload.len() + packet::header(buf).map_or(0, |h| h.0) > max {
                 return Err(too_large(max));
             }
+            if buf.capacity() - buf.len() < 4096 {
+                buf.reserve(8192);
+            }
             if stream.read_buf(buf).await? == 0 {
                 return Err(Error::server_gone("connection closed"));
             }
@@ -180,6 +183,10 @@ pub async fn read_packet(
         buf.advance(4);
         if payload.len() + len > max {
             return Err(too_large(max));
+        }
+        if payload.is_empty() && len < packet::MAX_PAYLOAD {
+            // The common case, a packet in one part: no copy.
+            return Ok((seq, buf.split_to(len).freeze()));
         }
         payload.extend_from_slice(&buf[..len]);
         buf.advance(len);
