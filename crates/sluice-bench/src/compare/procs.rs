@@ -3,7 +3,7 @@
 //! process's output goes to `target/bench/logs/<name>.log`; it counts as ready when
 //! every `ready` address accepts a TCP connection. Stopping sends SIGTERM and, after
 //! 15 s, SIGKILL. A [`Procs`] stops what it started when dropped, so an error part-way
-//! leaves nothing running.
+//! leaves nothing running; if sluice-bench itself is killed, its children get SIGTERM.
 
 use super::file::ProcessSpec;
 use crate::results::{Machine, ProcUsage};
@@ -40,6 +40,7 @@ impl Procs {
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);
+        stop_with_parent(&mut cmd);
         let child = cmd
             .spawn()
             .with_context(|| format!("process {:?}: start {:?}", spec.name, spec.command))?;
@@ -121,6 +122,26 @@ impl Drop for Procs {
 impl Started {
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+}
+
+/// The child gets SIGTERM when this process ends, however it ends (a SIGTERM or
+/// SIGINT to sluice-bench skips the `Drop` that stops what it started). Processes
+/// are started from the main thread, whose exit is the process's.
+fn stop_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec the closure makes only async-signal-safe calls
+    // (prctl, getppid, _exit) and touches no memory of the parent.
+    unsafe {
+        let parent = libc::getpid();
+        cmd.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            // The parent may have died before the prctl took hold.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
     }
 }
 
