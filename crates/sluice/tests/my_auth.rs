@@ -12,22 +12,8 @@ use mysql_async::{Conn, OptsBuilder};
 use std::time::Duration;
 
 fn config(db: &sluice_testkit::MariaDbServer, tls_extra: &str) -> String {
-    let extra = format!(
+    let users = format!(
         r#"
-[listeners.native]
-protocol = "mysql"
-address = "127.0.0.1:0"
-cluster = "my"
-pool = "tx"
-auth = "mysql_native_password"
-
-[listeners.sha2]
-protocol = "mysql"
-address = "127.0.0.1:0"
-cluster = "my"
-pool = "session"
-auth = "caching_sha2_password"
-{tls_extra}
 [users.app]
 password = "{APP_PW}"
 
@@ -48,6 +34,7 @@ server_user = "app"
 server_password = "{APP_PW}"
 "#
     );
+    let extra = own_auth_listeners(tls_extra) + &users;
     config_text(db, 4, "2s", &extra)
 }
 

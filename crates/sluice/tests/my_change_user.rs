@@ -49,22 +49,8 @@ async fn passthrough_change_user_keeps_the_connection_from_the_old_pool() {
 }
 
 fn users_config(db: &sluice_testkit::MariaDbServer, pool_size: usize) -> String {
-    let extra = format!(
+    let users = format!(
         r#"
-[listeners.native]
-protocol = "mysql"
-address = "127.0.0.1:0"
-cluster = "my"
-pool = "tx"
-auth = "mysql_native_password"
-
-[listeners.sha2]
-protocol = "mysql"
-address = "127.0.0.1:0"
-cluster = "my"
-pool = "session"
-auth = "caching_sha2_password"
-
 [users.app]
 password = "{APP_PW}"
 
@@ -80,6 +66,7 @@ server_password = "{APP_PW}"
 databases = ["test"]
 "#
     );
+    let extra = own_auth_listeners("") + &users;
     config_text(db, pool_size, "2s", &extra)
 }
 

@@ -85,6 +85,30 @@ pub async fn tx_sluice(
     (db, h, a)
 }
 
+/// Two listeners that check configured users themselves: `native`
+/// (mysql_native_password, transaction pool) and `sha2` (caching_sha2_password, session
+/// pool), with `sha2_extra` appended to the latter (TLS settings, say).
+pub fn own_auth_listeners(sha2_extra: &str) -> String {
+    format!(
+        r#"
+[listeners.native]
+protocol = "mysql"
+address = "127.0.0.1:0"
+cluster = "my"
+pool = "tx"
+auth = "mysql_native_password"
+
+[listeners.sha2]
+protocol = "mysql"
+address = "127.0.0.1:0"
+cluster = "my"
+pool = "session"
+auth = "caching_sha2_password"
+{sha2_extra}
+"#
+    )
+}
+
 pub fn opts(a: SocketAddr, user: &str, pw: &str, db: Option<&str>) -> OptsBuilder {
     OptsBuilder::default()
         .ip_or_hostname(a.ip().to_string())
