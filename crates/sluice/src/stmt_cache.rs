@@ -32,13 +32,24 @@ impl StmtCache {
             .filter(|&old| old != id)
     }
 
-    /// Makes room for one more within `cap`: returns the server id to close, if any.
-    pub fn make_room(&mut self, cap: usize) -> Option<u32> {
+    /// Makes room for one more within `cap`: returns the statement to close (hash and
+    /// server id), if any.
+    pub fn make_room(&mut self, cap: usize) -> Option<(u128, u32)> {
         if self.map.len() < cap.max(1) {
             return None;
         }
         let (&h, _) = self.map.iter().min_by_key(|(_, s)| s.1)?;
-        self.map.remove(&h).map(|s| s.0)
+        self.map.remove(&h).map(|s| (h, s.0))
+    }
+
+    /// Forgets a statement (its prepare failed).
+    pub fn remove(&mut self, hash: u128) {
+        self.map.remove(&hash);
+    }
+
+    /// The hashes of the statements prepared here.
+    pub fn hashes(&self) -> impl Iterator<Item = u128> + '_ {
+        self.map.keys().copied()
     }
 
     pub fn clear(&mut self) {
@@ -57,7 +68,7 @@ mod tests {
         c.insert(1, 10);
         c.insert(2, 20);
         assert_eq!(c.get(1), Some(10));
-        assert_eq!(c.make_room(2), Some(20));
+        assert_eq!(c.make_room(2), Some((2, 20)));
         assert_eq!(c.get(2), None);
         assert_eq!(c.insert(1, 11), Some(10));
         assert_eq!(c.insert(1, 11), None);

@@ -363,3 +363,82 @@ async fn plain_queries_share_a_pipelined_connection() {
     }
     h.shutdown(std::time::Duration::from_secs(5)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_statements_share_a_pipelined_connection() {
+    let pg = pg();
+    let h = sluice(&config_text(&pg, 4, "5s", "")).await;
+    // Sluice's own login: the pool can open connections without a client's help.
+    let a = addr(&h, "txauth");
+    let setup = app(a).await;
+    let create = "create table named_kv(k int primary key, v text); \
+                  insert into named_kv select g, 'v' || g from generate_series(1, 200) g";
+    setup.batch_execute(create).await.unwrap();
+    let mut clients = Vec::new();
+    for t in 0..12 {
+        let c = app(a).await;
+        let by_key = c
+            .prepare("select v from named_kv where k = $1")
+            .await
+            .unwrap();
+        let divide = c.prepare("select 100 / $1::int").await.unwrap();
+        clients.push(std::sync::Arc::new((c, by_key, divide, t)));
+    }
+    let run = |rounds: i32, want_error: Option<&'static str>| {
+        let tasks: Vec<_> = clients
+            .iter()
+            .cloned()
+            .map(|cl| {
+                tokio::spawn(async move {
+                    let (c, by_key, divide, t) = &*cl;
+                    for i in 0..rounds {
+                        let k = (t * 13 + i) % 200 + 1;
+                        match (c.query_one(by_key, &[&k]).await, want_error) {
+                            (Ok(row), None) => {
+                                assert_eq!(row.get::<_, String>(0), format!("v{k}"))
+                            }
+                            (Err(e), Some(code)) => assert_eq!(sqlstate(&e), code),
+                            (r, _) => panic!("round {i}: {r:?}, expected error {want_error:?}"),
+                        }
+                        if i % 25 == 0 {
+                            // A failing statement answers its own client only.
+                            let e = c.query_one(divide, &[&0i32]).await.unwrap_err();
+                            assert_eq!(sqlstate(&e), "22012");
+                            let n: i32 = c.query_one(divide, &[&4i32]).await.unwrap().get(0);
+                            assert_eq!(n, 25);
+                        }
+                    }
+                })
+            })
+            .collect();
+        async move {
+            for t in tasks {
+                t.await.unwrap();
+            }
+        }
+    };
+    let before = h.shared.pg_muxes.statements();
+    run(150, None).await;
+    assert!(
+        h.shared.pg_muxes.statements() > before,
+        "no named statement was pipelined"
+    );
+    // The table goes: where a shared connection has to prepare the statement, the
+    // prepare fails, its client gets the server's error (not a desync, not "statement
+    // does not exist"), and the connection forgets the statement; with the table back,
+    // every connection runs it again.
+    // New server connections, which lack the statement.
+    pg.psql(
+        "postgres",
+        "select pg_terminate_backend(pid) from pg_stat_activity where usename = 'app'",
+    )
+    .unwrap();
+    // The pool checks a connection idle for a second or more before handing it out.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    setup.batch_execute("drop table named_kv").await.unwrap();
+    run(30, Some("42P01")).await;
+    setup.batch_execute(create).await.unwrap();
+    run(60, None).await;
+    drop(clients);
+    h.shutdown(Duration::from_secs(5)).await;
+}

@@ -5,12 +5,27 @@ use super::HIGH_WATER;
 use crate::error::Error;
 use bytes::BytesMut;
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::task::{Context, Poll, Waker};
 
 /// One client statement's answer, filled by the connection's task.
 #[derive(Default)]
 pub struct Answer {
     st: Mutex<AnswerState>,
+    /// Replies to added commands still to drop (read for every unit: no lock).
+    hide: AtomicU8,
+    prepares: Option<u128>,
+}
+
+/// Commands Sluice queued before a client's (closing and preparing a statement the
+/// connection lacks): their replies lead the answer and are not the client's.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Added {
+    /// Leading replies to drop while they are success replies.
+    pub replies: u8,
+    /// The statement prepared by the last of them: the connection counts on it once
+    /// its prepare succeeded, and forgets it if the prepare fails.
+    pub prepares: Option<u128>,
 }
 
 #[derive(Default)]
@@ -27,6 +42,32 @@ struct AnswerState {
 }
 
 impl Answer {
+    pub fn new(added: Added) -> Answer {
+        Answer {
+            st: Mutex::default(),
+            hide: AtomicU8::new(added.replies),
+            prepares: added.prepares,
+        }
+    }
+
+    /// Whether replies to added commands may still lead the answer.
+    pub(super) fn hiding(&self) -> bool {
+        self.hide.load(Ordering::Relaxed) > 0
+    }
+
+    /// The next unit is a success reply to an added command (`ok`: dropped) or not
+    /// (the hiding ends). Returns the statement prepared by the added commands (the
+    /// last of them) once that is settled: true when it is prepared now, false when
+    /// it is not (the prepare failed; the Close before it may have closed it).
+    pub(super) fn hidden(&self, ok: bool) -> Option<(u128, bool)> {
+        if ok {
+            let last = self.hide.fetch_sub(1, Ordering::Relaxed) == 1;
+            return self.prepares.filter(|_| last).map(|h| (h, true));
+        }
+        self.hide.store(0, Ordering::Relaxed);
+        self.prepares.map(|h| (h, false))
+    }
+
     /// Moves what has arrived into `out`; Ready(Some(..)) once the answer is complete.
     pub fn poll_take(
         &self,

@@ -12,7 +12,7 @@
 mod answer;
 mod task;
 
-pub use answer::Answer;
+pub use answer::{Added, Answer};
 
 use crate::error::Error;
 use crate::pool::{Lease, Pool, PoolConn};
@@ -67,6 +67,8 @@ pub struct Queue<'a> {
     pub stmts: &'a mut StmtCache,
     /// How many statements the connection may keep prepared.
     pub stmt_cap: usize,
+    /// Commands Sluice put before the client's, whose replies the client must not see.
+    pub added: &'a mut Added,
 }
 
 impl Mux {
@@ -110,13 +112,15 @@ impl Mux {
         if st.dead {
             return None;
         }
-        let answer = Arc::new(Answer::default());
         let st = &mut *st;
+        let mut added = Added::default();
         let first = build(Queue {
             bytes: &mut st.queue,
             stmts: &mut st.stmts,
             stmt_cap: st.stmt_cap,
+            added: &mut added,
         });
+        let answer = Arc::new(Answer::new(added));
         st.cmds.push(first);
         st.pending.push_back(answer.clone());
         if let Some(w) = st.waker.take() {
@@ -138,6 +142,7 @@ impl Mux {
             bytes: &mut st.queue,
             stmts: &mut st.stmts,
             stmt_cap: st.stmt_cap,
+            added: &mut Added::default(),
         });
         if st.queue.len() != before
             && let Some(w) = st.waker.take()
@@ -163,11 +168,13 @@ pub trait MuxConn: PoolConn {
     /// Whether the connection is in the state a client with session fingerprint `fp`
     /// expects (nothing set on it, not in a transaction).
     fn fits(&mut self, fp: u64) -> bool;
-    /// The statements prepared on it (where clients' prepared statements may run on a
-    /// shared connection).
-    fn stmt_cache(&mut self) -> Option<&mut StmtCache> {
-        None
+    /// The statements prepared on it, handed to the shared connection (where clients'
+    /// prepared statements may run on a shared connection).
+    fn take_stmts(&mut self) -> StmtCache {
+        StmtCache::default()
     }
+    /// The statements prepared on it, back from the shared connection.
+    fn put_stmts(&mut self, _stmts: StmtCache) {}
 }
 
 /// Splits a server's answers, one per command written.
@@ -178,6 +185,11 @@ pub trait Splitter: Send + 'static {
     /// whether it ends the current answer: Some(how) where `how` says in what state it
     /// leaves the connection.
     fn unit(&mut self, buf: &[u8]) -> Result<Option<(usize, Option<Ended>)>, Error>;
+    /// Whether a complete unit is the success reply of a command Sluice added before a
+    /// client's (see [`Added`]); anything else ends the hiding.
+    fn added_reply(&self, _unit: &[u8]) -> bool {
+        false
+    }
 }
 
 /// The state an answer leaves a shared connection in.
@@ -313,11 +325,7 @@ impl<C: MuxConn> Muxes<C> {
             st: Mutex::new(MuxState {
                 thread: lease.conn.thread(),
                 cancel_key: lease.conn.cancel_key(),
-                stmts: lease
-                    .conn
-                    .stmt_cache()
-                    .map(std::mem::take)
-                    .unwrap_or_default(),
+                stmts: lease.conn.take_stmts(),
                 stmt_cap: pool.settings.statement_cache,
                 ..MuxState::default()
             }),

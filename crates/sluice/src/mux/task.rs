@@ -130,10 +130,10 @@ pub(super) async fn run<C: MuxConn>(mux: Arc<Mux>, mut lease: Lease<C>) {
         // Idle: back to the pool (with the statements prepared on it), unless the server
         // said something nobody asked for.
         let stmts = std::mem::take(&mut mux.st.lock().stmts);
-        if let Some(c) = lease.conn.stmt_cache() {
-            *c = stmts;
-        }
-        if lease.conn.io().1.is_empty() {
+        lease.conn.put_stmts(stmts);
+        // The pool trusts a connection used a moment ago, so a server that closed
+        // this one while it sat idle here must be noticed now.
+        if lease.conn.io().1.is_empty() && lease.conn.still_open() {
             lease.put_back();
         } else {
             lease.discard();
@@ -176,6 +176,30 @@ fn split<S: Splitter>(
     let mut pos = 0;
     while let Some((len, end)) = splitter.unit(&rbuf[pos..])? {
         let unit_end = pos + len;
+        if let Some(a) = inflight.front()
+            && a.hiding()
+        {
+            let ok = splitter.added_reply(&rbuf[pos..unit_end]);
+            if let Some((h, prepared)) = a.hidden(ok) {
+                // Clients' later commands may count on the statement, or must prepare
+                // it again.
+                let mut st = mux.st.lock();
+                if prepared {
+                    st.stmts.insert(h, 0);
+                } else {
+                    st.stmts.remove(h);
+                }
+            }
+            if ok {
+                // Not the client's: send what came before it, skip it.
+                if pos > start {
+                    a.push(&rbuf[start..pos]);
+                }
+                start = unit_end;
+                pos = unit_end;
+                continue;
+            }
+        }
         if let Some(ended) = end {
             if let Some(a) = inflight.front() {
                 a.push(&rbuf[start..unit_end]);
@@ -213,4 +237,86 @@ fn split<S: Splitter>(
     }
     rbuf.advance(pos);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split;
+    use crate::mux::{Added, Answer, Mux};
+    use bytes::BytesMut;
+    use std::collections::VecDeque;
+    use std::sync::Arc;
+
+    /// What the client of `answer` receives, and whether the answer is complete.
+    fn taken(answer: &Answer) -> (Vec<u8>, bool) {
+        let mut out = BytesMut::new();
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let done = matches!(
+            answer.poll_take(&mut cx, &mut out),
+            std::task::Poll::Ready(Some(Ok(_)))
+        );
+        (out.to_vec(), done)
+    }
+
+    /// Splits `units` into one answer; `stale`: the connection counts on statement 7
+    /// beforehand. Returns what the client got, whether the answer is complete, and
+    /// whether the connection counts on statement 7 afterwards.
+    fn run(units: &[&[u8]], added: Added, stale: bool) -> (Vec<u8>, bool, bool) {
+        let mux = Mux {
+            st: Default::default(),
+        };
+        if stale {
+            mux.st.lock().stmts.insert(7, 0);
+        }
+        let answer = Arc::new(Answer::new(added));
+        let mut inflight = VecDeque::from([answer.clone()]);
+        mux.st.lock().pending.push_back(answer.clone());
+        let mut rbuf = BytesMut::from(&units.concat()[..]);
+        let mut splitter = crate::backend::pg::Splitter::default();
+        split(&mut rbuf, &mut splitter, &mut inflight, &mux).unwrap();
+        let (got, done) = taken(&answer);
+        let kept = mux.st.lock().stmts.get(7).is_some();
+        (got, done, kept)
+    }
+
+    const CLOSE_OK: &[u8] = b"3\0\0\0\x04";
+    const PARSE_OK: &[u8] = b"1\0\0\0\x04";
+    const BIND_OK: &[u8] = b"2\0\0\0\x04";
+    const ROW: &[u8] = b"D\0\0\0\x0b\0\x01\0\0\0\x011";
+    const DONE: &[u8] = b"C\0\0\0\x0dSELECT 1\0";
+    const READY: &[u8] = b"Z\0\0\0\x05I";
+    const ERROR: &[u8] = b"E\0\0\0\x0cC42P01\0\0";
+
+    #[test]
+    fn replies_to_added_commands_are_hidden() {
+        let added = Added {
+            replies: 3,
+            prepares: Some(7),
+        };
+        let units = [CLOSE_OK, CLOSE_OK, PARSE_OK, BIND_OK, ROW, DONE, READY];
+        let (got, done, kept) = run(&units, added, false);
+        assert_eq!(got, [BIND_OK, ROW, DONE, READY].concat());
+        assert!(done && kept, "a statement prepared is counted on");
+        // Nothing added: the answer is whole, even one that starts like an added reply.
+        let units = [PARSE_OK, BIND_OK, DONE, READY];
+        let (got, done, kept) = run(&units, Added::default(), false);
+        assert_eq!(got, units.concat());
+        assert!(done && !kept);
+    }
+
+    #[test]
+    fn a_failed_prepare_is_forgotten_and_its_error_reaches_the_client() {
+        let added = Added {
+            replies: 3,
+            prepares: Some(7),
+        };
+        // Another client's prepare had succeeded; this one's Close closed it.
+        let (got, done, kept) = run(&[CLOSE_OK, CLOSE_OK, ERROR, READY], added, true);
+        assert_eq!(got, [ERROR, READY].concat());
+        assert!(done);
+        assert!(
+            !kept,
+            "the connection must not count on a statement it lacks"
+        );
+    }
 }

@@ -276,8 +276,12 @@ impl crate::mux::MuxConn for ServerConn {
         self.id
     }
 
-    fn stmt_cache(&mut self) -> Option<&mut crate::stmt_cache::StmtCache> {
-        Some(&mut self.stmts)
+    fn take_stmts(&mut self) -> crate::stmt_cache::StmtCache {
+        std::mem::take(&mut self.stmts)
+    }
+
+    fn put_stmts(&mut self, stmts: crate::stmt_cache::StmtCache) {
+        self.stmts = stmts;
     }
 
     fn fits(&mut self, _fp: u64) -> bool {

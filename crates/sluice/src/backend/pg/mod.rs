@@ -78,6 +78,36 @@ impl StatementCache {
         self.entries.remove(&hash);
     }
 
+    /// The confirmed statements, for a shared connection (which keeps them by hash
+    /// alone: every statement is confirmed there before a client relies on it, or
+    /// forgotten when its prepare fails).
+    pub fn take_confirmed(&mut self) -> crate::stmt_cache::StmtCache {
+        let mut out = crate::stmt_cache::StmtCache::default();
+        for (&h, e) in &self.entries {
+            if e.pending.is_none() {
+                out.insert(h, 0);
+            }
+        }
+        self.entries.clear();
+        out
+    }
+
+    /// The statements a shared connection left prepared.
+    pub fn set_confirmed(&mut self, stmts: &crate::stmt_cache::StmtCache) {
+        self.entries.clear();
+        for h in stmts.hashes() {
+            self.clock += 1;
+            let stamp = self.clock;
+            self.entries.insert(
+                h,
+                CacheEntry {
+                    stamp,
+                    pending: None,
+                },
+            );
+        }
+    }
+
     pub fn clear(&mut self) {
         self.entries.clear();
     }
@@ -272,6 +302,11 @@ pub struct Splitter {
 impl crate::mux::Splitter for Splitter {
     fn expect(&mut self, _first: u8) {}
 
+    fn added_reply(&self, unit: &[u8]) -> bool {
+        // CloseComplete, ParseComplete.
+        matches!(unit.first(), Some(b'3' | b'1'))
+    }
+
     fn unit(&mut self, buf: &[u8]) -> Result<Option<(usize, Option<crate::mux::Ended>)>> {
         let Some(len) = buf.get(1..5) else {
             return Ok(None);
@@ -334,6 +369,14 @@ impl crate::mux::MuxConn for ServerConn {
 
     fn fits(&mut self, fp: u64) -> bool {
         self.status == b'I' && self.applied_sets.is_empty() && self.reported_fingerprint() == fp
+    }
+
+    fn take_stmts(&mut self) -> crate::stmt_cache::StmtCache {
+        self.prepared.take_confirmed()
+    }
+
+    fn put_stmts(&mut self, stmts: crate::stmt_cache::StmtCache) {
+        self.prepared.set_confirmed(&stmts);
     }
 }
 

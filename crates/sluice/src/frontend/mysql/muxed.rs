@@ -93,7 +93,7 @@ impl Relay {
                         packet::write_packet(q.bytes, &mut seq, &out);
                         return consts::COM_STMT_EXECUTE;
                     }
-                    if let Some(old) = q.stmts.make_room(q.stmt_cap) {
+                    if let Some((_, old)) = q.stmts.make_room(q.stmt_cap) {
                         q.bytes.extend_from_slice(&close_packet(old));
                     }
                     prepare_packet(q.bytes, &st.sql);

@@ -92,7 +92,7 @@ impl Relay {
         let Some(sid) = lease.conn.stmts.get(h) else {
             // Prepare it here first; this command waits for the answer.
             let cap = lease.pool().settings.statement_cache;
-            if let Some(old) = lease.conn.stmts.make_room(cap) {
+            if let Some((_, old)) = lease.conn.stmts.make_room(cap) {
                 self.io.to_server.extend_from_slice(&close_packet(old));
             }
             if self.tracker.expect(consts::COM_STMT_PREPARE) {
@@ -188,7 +188,7 @@ impl Relay {
         };
         if let Some(l) = self.s.lease.as_mut() {
             let cap = l.pool().settings.statement_cache;
-            if let Some(old) = l.conn.stmts.make_room(cap) {
+            if let Some((_, old)) = l.conn.stmts.make_room(cap) {
                 self.io.to_server.extend_from_slice(&close_packet(old));
             }
             if let Some(old) = l.conn.stmts.insert(hash, p.statement_id) {

@@ -4,7 +4,10 @@
 //! shared connection, pipelined with other clients' (see `crate::mux`).
 
 use super::relay::Relay;
+use crate::mux::{Answer, Mux, Refused};
+use sluice_wire_pg::encode;
 use sluice_wire_pg::msg::{self, fe};
+use std::sync::Arc;
 
 impl Relay {
     /// Whether the client could share a connection now: transaction mode, no server
@@ -59,43 +62,26 @@ impl Relay {
         if !self.may_share() {
             return None;
         }
-        let max = self.s.max_message;
-        let mut at = 0;
+        let (frames, at) = round(buf, self.s.max_message)?;
         let mut query: Option<(&[u8], &[u8])> = None;
-        let mut tags = [0u8; 5];
-        let mut n = 0;
-        while n < tags.len() {
-            let h = sluice_wire_pg::frame::complete_frame(buf.get(at..)?, max).ok()??;
-            let body = buf.get(at + 5..at + h.frame_len)?;
-            let unnamed = match h.tag {
+        for &(tag, body) in &frames {
+            let unnamed = match tag {
                 fe::PARSE => msg::parse(body).map(|(name, q, types)| {
                     query = Some((q, types));
                     name.is_empty()
                 }),
                 fe::BIND => msg::bind(body).map(|(p, st, _)| p.is_empty() && st.is_empty()),
-                fe::DESCRIBE => msg::target(body).map(|(_, name)| name.is_empty()),
-                fe::EXECUTE => msg::cstr(body).map(|(p, _)| p.is_empty()),
-                fe::SYNC => Some(true),
-                _ => None,
+                _ => Some(true),
             };
             if unnamed != Some(true) {
                 return None;
             }
-            tags[n] = h.tag;
-            n += 1;
-            at += h.frame_len;
-            if h.tag == fe::SYNC {
-                break;
-            }
         }
-        let shape = &tags[..n];
-        let round = [fe::PARSE, fe::BIND, fe::DESCRIBE, fe::EXECUTE, fe::SYNC];
-        let short = [fe::PARSE, fe::BIND, fe::EXECUTE, fe::SYNC];
-        if shape != round && shape != short {
+        if frames.first().map(|f| f.0) != Some(fe::PARSE) {
             return None;
         }
         let (q, types) = query?;
-        if at >= 64 * 1024 || !self.plain(q) {
+        if !self.plain(q) {
             return None;
         }
         let (q, types) = (q.to_vec(), types.to_vec());
@@ -109,6 +95,53 @@ impl Relay {
         Some(at)
     }
 
+    /// The same for a round that runs one of the client's named statements through
+    /// the unnamed portal (Bind, optional Describe, Execute, Sync): the statement goes
+    /// under its pool-wide name, prepared first on a shared connection that lacks it
+    /// (Sluice's Close and Parse, whose replies the client does not see).
+    pub(super) fn try_mux_named(&mut self, buf: &[u8]) -> Option<usize> {
+        if !self.may_share() {
+            return None;
+        }
+        let (frames, at) = round(buf, self.s.max_message)?;
+        let (tag, body) = *frames.first()?;
+        let (portal, name, rest) = msg::bind(body).filter(|_| tag == fe::BIND)?;
+        if !portal.is_empty() || name.is_empty() {
+            return None;
+        }
+        // Describe of the portal only: the unnamed statement is not the client's here.
+        let statement = |&(t, b): &(u8, &[u8])| t == fe::DESCRIBE && b.first() == Some(&b'S');
+        let st = self.stmts.get(name)?;
+        if frames.iter().any(statement) || !self.plain(&st.query) {
+            return None;
+        }
+        let tail = &buf[5 + body.len()..at];
+        let fp = self.s.params_fingerprint();
+        let queued = self.shared.pg_muxes.submit(&self.s.pool, fp, |q| {
+            if q.stmts.get(st.hash).is_none() {
+                if let Some((old, _)) = q.stmts.make_room(q.stmt_cap) {
+                    let old = super::stmts::global_name(old);
+                    encode::target(q.bytes, fe::CLOSE, b'S', &old);
+                    q.added.replies += 1;
+                }
+                // Closing first makes the Parse succeed even where the statement
+                // exists unknown to Sluice.
+                encode::target(q.bytes, fe::CLOSE, b'S', &st.global);
+                encode::parse(q.bytes, &st.global, &st.query, &st.types);
+                // Counted on once the server has answered the Parse (until then other
+                // clients prepare it too: a Bind queued behind a Parse that fails
+                // would find no statement).
+                q.added.replies += 2;
+                q.added.prepares = Some(st.hash);
+            }
+            encode::bind(q.bytes, b"", &st.global, rest);
+            q.bytes.extend_from_slice(tail);
+            fe::BIND
+        });
+        self.queued(queued)?;
+        Some(at)
+    }
+
     /// Sends `frames` to a shared connection; the client waits for the answer.
     pub(super) fn share(&mut self, frames: &[u8], first: u8) -> bool {
         let fp = self.s.params_fingerprint();
@@ -116,13 +149,54 @@ impl Relay {
             q.bytes.extend_from_slice(frames);
             first
         });
-        let Ok((mux, answer)) = queued else {
-            return false;
-        };
+        self.queued(queued).is_some()
+    }
+
+    /// The client waits for the answer of what it queued, if it could queue it.
+    fn queued(&mut self, queued: Result<(Arc<Mux>, Arc<Answer>), Refused>) -> Option<()> {
+        let (mux, answer) = queued.ok()?;
         if let Some(key) = mux.cancel_key() {
             self.s.cancel.slot.set_gated(key, (mux, answer.clone()));
         }
         self.muxed = Some(answer);
-        true
+        Some(())
     }
+}
+
+/// A message of a round: its tag and body.
+type Frame<'a> = (u8, &'a [u8]);
+
+/// A round of the extended protocol complete at the start of `buf`, up to Sync: its
+/// messages (tag, body) and length; None when it is incomplete, too long for a shared
+/// connection, or not of the shape (Parse,) Bind, (Describe,) Execute, Sync with the
+/// unnamed portal (and statement, where Describe names one).
+fn round(buf: &[u8], max: usize) -> Option<(Vec<Frame<'_>>, usize)> {
+    let mut at = 0;
+    let mut frames = Vec::with_capacity(5);
+    while frames.len() < 5 {
+        let h = sluice_wire_pg::frame::complete_frame(buf.get(at..)?, max).ok()??;
+        let body = buf.get(at + 5..at + h.frame_len)?;
+        let unnamed_portal = match h.tag {
+            fe::PARSE | fe::BIND | fe::SYNC => Some(true),
+            fe::DESCRIBE => msg::target(body).map(|(_, name)| name.is_empty()),
+            fe::EXECUTE => msg::cstr(body).map(|(p, _)| p.is_empty()),
+            _ => None,
+        };
+        if unnamed_portal != Some(true) {
+            return None;
+        }
+        frames.push((h.tag, body));
+        at += h.frame_len;
+        if h.tag == fe::SYNC {
+            break;
+        }
+    }
+    let tags: Vec<u8> = frames.iter().map(|f| f.0).collect();
+    let shapes: [&[u8]; 4] = [
+        &[fe::PARSE, fe::BIND, fe::DESCRIBE, fe::EXECUTE, fe::SYNC],
+        &[fe::PARSE, fe::BIND, fe::EXECUTE, fe::SYNC],
+        &[fe::BIND, fe::DESCRIBE, fe::EXECUTE, fe::SYNC],
+        &[fe::BIND, fe::EXECUTE, fe::SYNC],
+    ];
+    (at < 64 * 1024 && shapes.contains(&&tags[..])).then_some((frames, at))
 }

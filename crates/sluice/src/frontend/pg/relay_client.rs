@@ -81,9 +81,12 @@ impl Relay {
                     buf.advance(5);
                 }
                 Item::Whole(h) => {
-                    if h.tag == fe::PARSE
-                        && let Some(n) = self.try_mux_batch(buf)
-                    {
+                    let muxed = match h.tag {
+                        fe::PARSE => self.try_mux_batch(buf),
+                        fe::BIND => self.try_mux_named(buf),
+                        _ => None,
+                    };
+                    if let Some(n) = muxed {
                         // Parse .. Sync went to a shared connection as one unit.
                         buf.advance(n);
                         break;
