@@ -185,10 +185,12 @@ pub trait Splitter: Send + 'static {
     /// whether it ends the current answer: Some(how) where `how` says in what state it
     /// leaves the connection.
     fn unit(&mut self, buf: &[u8]) -> Result<Option<(usize, Option<Ended>)>, Error>;
-    /// Whether a complete unit is the success reply of a command Sluice added before a
-    /// client's (see [`Added`]); anything else ends the hiding.
-    fn added_reply(&self, _unit: &[u8]) -> bool {
-        false
+    /// While replies to commands Sluice added before a client's lead its answer (see
+    /// [`Added`]): Some(true) for a complete unit that is such a success reply (dropped),
+    /// Some(false) for one that ends them (an error), None for one that may come at any
+    /// time (a notice; it reaches the client).
+    fn added_reply(&self, _unit: &[u8]) -> Option<bool> {
+        Some(false)
     }
 }
 

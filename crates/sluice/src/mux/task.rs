@@ -178,8 +178,8 @@ fn split<S: Splitter>(
         let unit_end = pos + len;
         if let Some(a) = inflight.front()
             && a.hiding()
+            && let Some(ok) = splitter.added_reply(&rbuf[pos..unit_end])
         {
-            let ok = splitter.added_reply(&rbuf[pos..unit_end]);
             if let Some((h, prepared)) = a.hidden(ok) {
                 // Clients' later commands may count on the statement, or must prepare
                 // it again.
@@ -286,6 +286,7 @@ mod tests {
     const DONE: &[u8] = b"C\0\0\0\x0dSELECT 1\0";
     const READY: &[u8] = b"Z\0\0\0\x05I";
     const ERROR: &[u8] = b"E\0\0\0\x0cC42P01\0\0";
+    const NOTICE: &[u8] = b"N\0\0\0\x0cC01000\0\0";
 
     #[test]
     fn replies_to_added_commands_are_hidden() {
@@ -293,9 +294,12 @@ mod tests {
             replies: 3,
             prepares: Some(7),
         };
-        let units = [CLOSE_OK, CLOSE_OK, PARSE_OK, BIND_OK, ROW, DONE, READY];
+        let units = [
+            CLOSE_OK, NOTICE, CLOSE_OK, PARSE_OK, BIND_OK, ROW, DONE, READY,
+        ];
         let (got, done, kept) = run(&units, added, false);
-        assert_eq!(got, [BIND_OK, ROW, DONE, READY].concat());
+        // A notice in between reaches the client; the hiding goes on past it.
+        assert_eq!(got, [NOTICE, BIND_OK, ROW, DONE, READY].concat());
         assert!(done && kept, "a statement prepared is counted on");
         // Nothing added: the answer is whole, even one that starts like an added reply.
         let units = [PARSE_OK, BIND_OK, DONE, READY];

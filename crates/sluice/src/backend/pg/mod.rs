@@ -302,9 +302,14 @@ pub struct Splitter {
 impl crate::mux::Splitter for Splitter {
     fn expect(&mut self, _first: u8) {}
 
-    fn added_reply(&self, unit: &[u8]) -> bool {
-        // CloseComplete, ParseComplete.
-        matches!(unit.first(), Some(b'3' | b'1'))
+    fn added_reply(&self, unit: &[u8]) -> Option<bool> {
+        match unit.first() {
+            // CloseComplete, ParseComplete.
+            Some(b'3' | b'1') => Some(true),
+            // NoticeResponse, ParameterStatus, NotificationResponse.
+            Some(b'N' | b'S' | b'A') => None,
+            _ => Some(false),
+        }
     }
 
     fn unit(&mut self, buf: &[u8]) -> Result<Option<(usize, Option<crate::mux::Ended>)>> {
