@@ -10,6 +10,11 @@ pub struct StmtCache {
     /// Hash of the text -> (server id, last use).
     map: HashMap<u128, (u32, u64)>,
     clock: u64,
+    /// Where statements are closed by name and prepared again in one stream of
+    /// commands (PostgreSQL's shared connections): the last Close queued for each,
+    /// numbered, so that a prepare confirmed after a later Close was queued is not
+    /// counted on.
+    closes: HashMap<u128, u64>,
 }
 
 impl StmtCache {
@@ -47,9 +52,32 @@ impl StmtCache {
         self.map.remove(&hash);
     }
 
-    /// The hashes of the statements prepared here.
-    pub fn hashes(&self) -> impl Iterator<Item = u128> + '_ {
-        self.map.keys().copied()
+    /// A Close of the statement is queued (the statement is not counted on from now
+    /// on): its number, for [`StmtCache::confirm`].
+    pub fn closing(&mut self, hash: u128) -> u64 {
+        self.map.remove(&hash);
+        self.clock += 1;
+        if self.closes.len() >= 4 * self.map.len() + 64 {
+            // A number forgotten only costs a prepare counted on later than it could be.
+            self.closes.clear();
+        }
+        self.closes.insert(hash, self.clock);
+        self.clock
+    }
+
+    /// The prepare queued after Close number `close` succeeded: the statement is
+    /// counted on, unless another Close of it was queued since (that one runs later).
+    pub fn confirm(&mut self, hash: u128, close: u64) {
+        if self.closes.get(&hash) == Some(&close) {
+            self.insert(hash, 0);
+        }
+    }
+
+    /// The hashes of the statements prepared here, least recently used first.
+    pub fn hashes(&self) -> Vec<u128> {
+        let mut v: Vec<(u64, u128)> = self.map.iter().map(|(&h, s)| (s.1, h)).collect();
+        v.sort_unstable();
+        v.into_iter().map(|(_, h)| h).collect()
     }
 
     pub fn clear(&mut self) {
@@ -72,5 +100,23 @@ mod tests {
         assert_eq!(c.get(2), None);
         assert_eq!(c.insert(1, 11), Some(10));
         assert_eq!(c.insert(1, 11), None);
+        c.insert(3, 30);
+        c.get(1);
+        assert_eq!(c.hashes(), [3, 1]);
+    }
+
+    #[test]
+    fn only_a_prepare_after_the_last_close_is_counted_on() {
+        let mut c = StmtCache::default();
+        let first = c.closing(5);
+        let second = c.closing(5);
+        c.confirm(5, first);
+        assert_eq!(c.get(5), None, "a later Close is still to run");
+        c.confirm(5, second);
+        assert_eq!(c.get(5), Some(0));
+        // Closed to make room: no longer counted on, whatever confirms come late.
+        c.closing(5);
+        c.confirm(5, second);
+        assert_eq!(c.get(5), None);
     }
 }

@@ -14,7 +14,7 @@ pub struct Answer {
     st: Mutex<AnswerState>,
     /// Replies to added commands still to drop (read for every unit: no lock).
     hide: AtomicU8,
-    prepares: Option<u128>,
+    prepares: Option<(u128, u64)>,
 }
 
 /// Commands Sluice queued before a client's (closing and preparing a statement the
@@ -23,9 +23,11 @@ pub struct Answer {
 pub struct Added {
     /// Leading replies to drop while they are success replies.
     pub replies: u8,
-    /// The statement prepared by the last of them: the connection counts on it once
-    /// its prepare succeeded, and forgets it if the prepare fails.
-    pub prepares: Option<u128>,
+    /// The statement prepared by the last of them, and the number of the Close queued
+    /// before that prepare ([`crate::stmt_cache::StmtCache::closing`]): the connection
+    /// counts on it once its prepare succeeded (if no later Close is queued), and
+    /// forgets it if the prepare fails.
+    pub prepares: Option<(u128, u64)>,
 }
 
 #[derive(Default)]
@@ -59,13 +61,13 @@ impl Answer {
     /// (the hiding ends). Returns the statement prepared by the added commands (the
     /// last of them) once that is settled: true when it is prepared now, false when
     /// it is not (the prepare failed; the Close before it may have closed it).
-    pub(super) fn hidden(&self, ok: bool) -> Option<(u128, bool)> {
+    pub(super) fn hidden(&self, ok: bool) -> Option<((u128, u64), bool)> {
         if ok {
             let last = self.hide.fetch_sub(1, Ordering::Relaxed) == 1;
-            return self.prepares.filter(|_| last).map(|h| (h, true));
+            return self.prepares.filter(|_| last).map(|p| (p, true));
         }
         self.hide.store(0, Ordering::Relaxed);
-        self.prepares.map(|h| (h, false))
+        self.prepares.map(|p| (p, false))
     }
 
     /// Moves what has arrived into `out`; Ready(Some(..)) once the answer is complete.

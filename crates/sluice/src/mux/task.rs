@@ -180,12 +180,12 @@ fn split<S: Splitter>(
             && a.hiding()
             && let Some(ok) = splitter.added_reply(&rbuf[pos..unit_end])
         {
-            if let Some((h, prepared)) = a.hidden(ok) {
+            if let Some(((h, close), prepared)) = a.hidden(ok) {
                 // Clients' later commands may count on the statement, or must prepare
                 // it again.
                 let mut st = mux.st.lock();
                 if prepared {
-                    st.stmts.insert(h, 0);
+                    st.stmts.confirm(h, close);
                 } else {
                     st.stmts.remove(h);
                 }
@@ -258,25 +258,32 @@ mod tests {
         (out.to_vec(), done)
     }
 
-    /// Splits `units` into one answer; `stale`: the connection counts on statement 7
-    /// beforehand. Returns what the client got, whether the answer is complete, and
-    /// whether the connection counts on statement 7 afterwards.
-    fn run(units: &[&[u8]], added: Added, stale: bool) -> (Vec<u8>, bool, bool) {
-        let mux = Mux {
-            st: Default::default(),
-        };
-        if stale {
-            mux.st.lock().stmts.insert(7, 0);
-        }
-        let answer = Arc::new(Answer::new(added));
-        let mut inflight = VecDeque::from([answer.clone()]);
-        mux.st.lock().pending.push_back(answer.clone());
+    /// An answer queued on `mux` behind `replies` added commands, the last of them a
+    /// prepare of statement 7 when `prepares`.
+    fn queue(mux: &Mux, replies: u8, prepares: bool) -> Arc<Answer> {
+        let mut st = mux.st.lock();
+        let prepares = prepares.then(|| (7, st.stmts.closing(7)));
+        let answer = Arc::new(Answer::new(Added { replies, prepares }));
+        st.pending.push_back(answer.clone());
+        answer
+    }
+
+    /// Splits what the server sent for the queued answers.
+    fn feed(mux: &Mux, answers: &[&Arc<Answer>], units: &[&[u8]]) {
+        let mut inflight: VecDeque<_> = answers.iter().map(|&a| a.clone()).collect();
         let mut rbuf = BytesMut::from(&units.concat()[..]);
         let mut splitter = crate::backend::pg::Splitter::default();
-        split(&mut rbuf, &mut splitter, &mut inflight, &mux).unwrap();
-        let (got, done) = taken(&answer);
-        let kept = mux.st.lock().stmts.get(7).is_some();
-        (got, done, kept)
+        split(&mut rbuf, &mut splitter, &mut inflight, mux).unwrap();
+    }
+
+    fn counted_on(mux: &Mux) -> bool {
+        mux.st.lock().stmts.get(7).is_some()
+    }
+
+    fn mux() -> Mux {
+        Mux {
+            st: Default::default(),
+        }
     }
 
     const CLOSE_OK: &[u8] = b"3\0\0\0\x04";
@@ -290,37 +297,57 @@ mod tests {
 
     #[test]
     fn replies_to_added_commands_are_hidden() {
-        let added = Added {
-            replies: 3,
-            prepares: Some(7),
-        };
-        let units = [
-            CLOSE_OK, NOTICE, CLOSE_OK, PARSE_OK, BIND_OK, ROW, DONE, READY,
-        ];
-        let (got, done, kept) = run(&units, added, false);
+        let m = mux();
+        let a = queue(&m, 3, true);
+        feed(
+            &m,
+            &[&a],
+            &[
+                CLOSE_OK, NOTICE, CLOSE_OK, PARSE_OK, BIND_OK, ROW, DONE, READY,
+            ],
+        );
         // A notice in between reaches the client; the hiding goes on past it.
-        assert_eq!(got, [NOTICE, BIND_OK, ROW, DONE, READY].concat());
-        assert!(done && kept, "a statement prepared is counted on");
+        assert_eq!(
+            taken(&a),
+            ([NOTICE, BIND_OK, ROW, DONE, READY].concat(), true)
+        );
+        assert!(counted_on(&m), "a statement prepared is counted on");
         // Nothing added: the answer is whole, even one that starts like an added reply.
+        let m = mux();
+        let a = queue(&m, 0, false);
         let units = [PARSE_OK, BIND_OK, DONE, READY];
-        let (got, done, kept) = run(&units, Added::default(), false);
-        assert_eq!(got, units.concat());
-        assert!(done && !kept);
+        feed(&m, &[&a], &units);
+        assert_eq!(taken(&a), (units.concat(), true));
+        assert!(!counted_on(&m));
     }
 
     #[test]
     fn a_failed_prepare_is_forgotten_and_its_error_reaches_the_client() {
-        let added = Added {
-            replies: 3,
-            prepares: Some(7),
-        };
-        // Another client's prepare had succeeded; this one's Close closed it.
-        let (got, done, kept) = run(&[CLOSE_OK, CLOSE_OK, ERROR, READY], added, true);
-        assert_eq!(got, [ERROR, READY].concat());
-        assert!(done);
+        let m = mux();
+        // Another client's prepare had succeeded; this one's Close closes it.
+        m.st.lock().stmts.insert(7, 0);
+        let a = queue(&m, 2, true);
+        feed(&m, &[&a], &[CLOSE_OK, ERROR, READY]);
+        assert_eq!(taken(&a), ([ERROR, READY].concat(), true));
         assert!(
-            !kept,
+            !counted_on(&m),
             "the connection must not count on a statement it lacks"
         );
+    }
+
+    #[test]
+    fn only_the_last_of_two_prepares_in_flight_is_counted_on() {
+        // Two clients prepare the statement at once: after the first one's Parse, the
+        // second one's Close is still to run on the server.
+        let m = mux();
+        let first = queue(&m, 2, true);
+        let second = queue(&m, 2, true);
+        let answer = [CLOSE_OK, PARSE_OK, BIND_OK, DONE, READY];
+        feed(&m, &[&first, &second], &answer);
+        assert!(!counted_on(&m));
+        feed(&m, &[&second], &answer);
+        assert!(counted_on(&m));
+        assert_eq!(taken(&first), ([BIND_OK, DONE, READY].concat(), true));
+        assert_eq!(taken(&second), ([BIND_OK, DONE, READY].concat(), true));
     }
 }

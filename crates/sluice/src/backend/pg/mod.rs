@@ -82,11 +82,17 @@ impl StatementCache {
     /// alone: every statement is confirmed there before a client relies on it, or
     /// forgotten when its prepare fails).
     pub fn take_confirmed(&mut self) -> crate::stmt_cache::StmtCache {
+        let mut confirmed: Vec<(u64, u128)> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.pending.is_none())
+            .map(|(&h, e)| (e.stamp, h))
+            .collect();
+        // Least recently used first, so the order of use carries over.
+        confirmed.sort_unstable();
         let mut out = crate::stmt_cache::StmtCache::default();
-        for (&h, e) in &self.entries {
-            if e.pending.is_none() {
-                out.insert(h, 0);
-            }
+        for (_, h) in confirmed {
+            out.insert(h, 0);
         }
         self.entries.clear();
         out

@@ -120,19 +120,21 @@ impl Relay {
         let queued = self.shared.pg_muxes.submit(&self.s.pool, fp, |q| {
             if q.stmts.get(st.hash).is_none() {
                 if let Some((old, _)) = q.stmts.make_room(q.stmt_cap) {
+                    q.stmts.closing(old);
                     let old = super::stmts::global_name(old);
                     encode::target(q.bytes, fe::CLOSE, b'S', &old);
                     q.added.replies += 1;
                 }
                 // Closing first makes the Parse succeed even where the statement
                 // exists unknown to Sluice.
+                let close = q.stmts.closing(st.hash);
                 encode::target(q.bytes, fe::CLOSE, b'S', &st.global);
                 encode::parse(q.bytes, &st.global, &st.query, &st.types);
-                // Counted on once the server has answered the Parse (until then other
-                // clients prepare it too: a Bind queued behind a Parse that fails
-                // would find no statement).
+                // Counted on once the server has answered the Parse, if no Close of it
+                // was queued since (until then other clients prepare it too: a Bind
+                // queued behind a Parse that fails would find no statement).
                 q.added.replies += 2;
-                q.added.prepares = Some(st.hash);
+                q.added.prepares = Some((st.hash, close));
             }
             encode::bind(q.bytes, b"", &st.global, rest);
             q.bytes.extend_from_slice(tail);
