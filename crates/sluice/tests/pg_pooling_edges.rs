@@ -276,3 +276,36 @@ async fn answers_sluice_gives_itself_keep_their_order_and_status() {
     assert_eq!(tags(&f), "1EZ");
     assert_eq!(error_code(&f[1].1), "53300");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_the_server_closed_is_not_handed_out() {
+    let pg = pg();
+    let h = sluice(&config_text(&pg, 2, "5s", "")).await;
+    let c = app(addr(&h, "txauth")).await;
+    c.simple_query("select 1").await.unwrap();
+    // The server ends the pooled connection a moment after it was used.
+    pg.psql(
+        "postgres",
+        "select pg_terminate_backend(pid) from pg_stat_activity where usename = 'app'",
+    )
+    .unwrap();
+    for _ in 0..100 {
+        let n = pg
+            .psql(
+                "postgres",
+                "select count(*) from pg_stat_activity where usename = 'app'",
+            )
+            .unwrap();
+        if n.trim() == "0" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    // The next statement gets a live connection, not the dead one's FATAL.
+    let rows = c.simple_query("select 2").await.unwrap();
+    assert!(
+        rows.iter()
+            .any(|m| matches!(m, tokio_postgres::SimpleQueryMessage::Row(_)))
+    );
+    h.shutdown(std::time::Duration::from_secs(5)).await;
+}

@@ -339,10 +339,11 @@ impl<C: PoolConn> Pool<C> {
         }
         let now = Instant::now();
         while let Some(mut c) = st.idle.pop() {
-            // A connection used a moment ago is alive; only older ones are worth the
-            // syscall.
-            let recent = now.duration_since(c.stamps().last_used) < Duration::from_secs(1);
-            if self.usable(&c, now) && (recent || c.still_open()) {
+            // Checked every time: the server may have closed it a moment ago (a
+            // terminated backend's FATAL must not reach the next client). The check
+            // costs no system call unless the reactor has seen the socket readable,
+            // since reads clear readiness when they drain it (`stream::read_ready`).
+            if self.usable(&c, now) && c.still_open() {
                 return (Some(c), expired);
             }
             st.total -= 1;
