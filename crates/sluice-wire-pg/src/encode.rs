@@ -132,6 +132,14 @@ pub fn target(buf: &mut BytesMut, tag: u8, kind: u8, name: &[u8]) {
     });
 }
 
+/// Execute of a portal; `max_rows` 0 runs it to completion.
+pub fn execute(buf: &mut BytesMut, portal: &[u8], max_rows: i32) {
+    message(buf, b'E', |b| {
+        put_cstr(b, portal);
+        b.put_i32(max_rows);
+    });
+}
+
 pub fn query(buf: &mut BytesMut, sql: &[u8]) {
     message(buf, b'Q', |b| put_cstr(b, sql));
 }

@@ -453,3 +453,53 @@ async fn an_answer_over_the_cap_fails_alone() {
         4 + 4 + 100
     );
 }
+
+/// On PostgreSQL a group of lookups is one prepared `= ANY($1)` statement. A statement
+/// failing before it in the same round (so the server skips its Parse) or after it
+/// does not make the next rounds' lookups fail: the connection prepares it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_grouped_lookups_survive_a_failure_in_their_round() {
+    let pg = common::pg();
+    pg.psql(
+        "app",
+        "CREATE TABLE public.g (id int PRIMARY KEY, d date, v text); \
+         CREATE INDEX g_d ON public.g (d); \
+         INSERT INTO public.g SELECT i, DATE '2020-01-01' + i, 'v' || i FROM generate_series(1, 9) i",
+    )
+    .unwrap();
+    let h = common::sluice(&pg_config(&pg)).await;
+    let mut c = client(common::addr(&h, "w")).await;
+    let open = ask(
+        &mut c,
+        &[
+            "P\t1\tpublic\tg\tPRIMARY\tid,v".into(),
+            "P\t2\tpublic\tg\tg_d\tid".into(),
+        ],
+    )
+    .await;
+    assert_eq!(open, ["0\t1", "0\t1"]);
+    let bad = "2\t=\t1\tnot a date".to_string();
+    let lookups =
+        |keys: &[u32]| -> Vec<String> { keys.iter().map(|k| format!("1\t=\t1\t{k}")).collect() };
+    let rows =
+        |keys: &[u32]| -> Vec<String> { keys.iter().map(|k| format!("0\t2\t{k}\tv{k}")).collect() };
+    for round in 0..4 {
+        // The failing find first, between two groups, last.
+        let at = [0, 2, 5][round % 3];
+        let mut lines = lookups(&[1, 2, 3, 4, 5]);
+        lines.insert(at, bad.clone());
+        let got = ask(&mut c, &lines).await;
+        assert!(got[at].starts_with("1\t1\t"), "round {round}: {got:?}");
+        let want = rows(&[1, 2, 3, 4, 5]);
+        let mut rest = got.clone();
+        rest.remove(at);
+        assert_eq!(rest, want, "round {round}");
+        // Alone, the lookups still work on the same connection.
+        assert_eq!(
+            ask(&mut c, &lookups(&[6, 7, 8, 9])).await,
+            rows(&[6, 7, 8, 9])
+        );
+    }
+    let grouped = h.kv["w"].stats.grouped.load(Ordering::Relaxed);
+    assert!(grouped >= 4 * 9, "only {grouped} lookups were grouped");
+}

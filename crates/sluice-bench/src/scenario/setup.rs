@@ -28,16 +28,21 @@ pub async fn ensure_database(t: &SqlTarget) -> Result<()> {
             let SqlConn::Pg { client, .. } = &mut admin else {
                 bail!("not a PostgreSQL connection");
             };
+            let look = "SELECT 1 FROM pg_database WHERE datname = $1";
             let exists = client
-                .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&t.db])
+                .query_opt(look, &[&t.db])
                 .await
                 .context("look for the database")?
                 .is_some();
             if !exists {
-                client
+                let created = client
                     .batch_execute(&format!("CREATE DATABASE {}", t.db))
-                    .await
-                    .with_context(|| format!("create database {}", t.db))?;
+                    .await;
+                // Another session (the server's start script) may have created it
+                // meanwhile.
+                if created.is_err() && client.query_opt(look, &[&t.db]).await?.is_none() {
+                    created.with_context(|| format!("create database {}", t.db))?;
+                }
             }
             admin.close().await;
         }

@@ -11,7 +11,7 @@ use super::modify::modify_writes;
 use super::request::{Action, Find, ModKind, Op, Req};
 use super::rows::{Row, bound, count_answer, error_answer, hits, outcome_error, rows_answer};
 use super::sql::{self, Dialect, Extras, Layout};
-use super::{KvConn, KvStats, Outcome};
+use super::{KvConn, KvStats, Outcome, Piece};
 use crate::error::Error;
 use std::collections::HashMap;
 
@@ -24,6 +24,8 @@ const MAX_ROUND_SQL: usize = 4 << 20;
 /// One statement of a round and the request it serves.
 pub(super) struct Stmt {
     pub(super) sql: Vec<u8>,
+    /// The text of its one parameter (a grouped lookup's keys, on PostgreSQL).
+    pub(super) param: Option<Vec<u8>>,
     /// Position in the batch of the request; None for BEGIN/COMMIT.
     pub(super) req: Option<usize>,
 }
@@ -63,6 +65,7 @@ pub async fn run<C: KvConn>(
     if writes {
         round.push(Stmt {
             sql: b"BEGIN".to_vec(),
+            param: None,
             req: None,
         });
     }
@@ -76,9 +79,10 @@ pub async fn run<C: KvConn>(
         if j - i > 1 {
             let keys: Vec<i128> = reqs[i..j].iter().filter_map(groupable).collect();
             let mut s = Vec::new();
-            sql::lookup(d, &mut s, &reqs[i].index, &keys);
+            let param = sql::lookup(d, &mut s, &reqs[i].index, &keys);
             round.push(Stmt {
                 sql: s,
+                param,
                 req: Some(i),
             });
             let n = (j - i) as u64;
@@ -105,6 +109,7 @@ pub async fn run<C: KvConn>(
                 sql::insert(d, &mut s, &r.index, values);
                 round.push(Stmt {
                     sql: s,
+                    param: None,
                     req: Some(i),
                 });
                 pending.push(Pending::Insert(None));
@@ -125,7 +130,11 @@ pub async fn run<C: KvConn>(
                         continue;
                     }
                 };
-                round.extend(stmts.into_iter().map(|sql| Stmt { sql, req: Some(i) }));
+                round.extend(stmts.into_iter().map(|sql| Stmt {
+                    sql,
+                    param: None,
+                    req: Some(i),
+                }));
                 pending.push(Pending::Find {
                     layout,
                     outcomes: Vec::new(),
@@ -150,6 +159,7 @@ pub async fn run<C: KvConn>(
     if writes {
         round.push(Stmt {
             sql: b"COMMIT".to_vec(),
+            param: None,
             req: None,
         });
     }
@@ -302,33 +312,36 @@ async fn execute<C: KvConn>(
     let guard = in_tx && d.failure_aborts_transaction();
     let mut rollback = false;
     while !stmts.is_empty() || rollback {
-        let mut text = Vec::new();
+        let mut pieces = Vec::new();
+        let mut size = 0;
         // Which statement each one sent is (None: savepoint bookkeeping).
         let mut sent: Vec<Option<usize>> = Vec::new();
-        let mut push = |text: &mut Vec<u8>, sql: &[u8], which: Option<usize>| {
-            if !text.is_empty() {
-                text.push(b';');
-            }
-            text.extend_from_slice(sql);
-            sent.push(which);
-        };
         if std::mem::take(&mut rollback) {
-            push(&mut text, b"ROLLBACK TO SAVEPOINT kv", None);
+            pieces.push(Piece::text(b"ROLLBACK TO SAVEPOINT kv"));
+            sent.push(None);
         }
         for (k, st) in stmts.iter().enumerate() {
-            if text.len() >= MAX_ROUND_SQL {
+            if size >= MAX_ROUND_SQL {
                 break;
             }
             let guarded = guard && st.req.is_some();
             if guarded {
-                push(&mut text, b"SAVEPOINT kv", None);
+                pieces.push(Piece::text(b"SAVEPOINT kv"));
+                sent.push(None);
             }
-            push(&mut text, &st.sql, Some(k));
+            size += st.sql.len() + st.param.as_ref().map_or(0, Vec::len);
+            pieces.push(Piece {
+                sql: &st.sql,
+                param: st.param.as_deref(),
+            });
+            sent.push(Some(k));
             if guarded {
-                push(&mut text, b"RELEASE SAVEPOINT kv", None);
+                pieces.push(Piece::text(b"RELEASE SAVEPOINT kv"));
+                sent.push(None);
             }
         }
-        let outcomes = conn.run(&text).await?;
+        let outcomes = conn.run(&pieces).await?;
+        drop(pieces);
         let mut done = 0;
         let mut failed_req = None;
         let mut stuck = None;

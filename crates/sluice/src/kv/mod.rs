@@ -82,12 +82,41 @@ impl RowBudget {
     }
 }
 
+/// One statement of a round.
+pub struct Piece<'a> {
+    pub sql: &'a [u8],
+    /// The text of the statement's one parameter, `$1` (see [`sql::Dialect::key_in`]).
+    pub param: Option<&'a [u8]>,
+}
+
+impl<'a> Piece<'a> {
+    pub fn text(sql: &'a [u8]) -> Piece<'a> {
+        Piece { sql, param: None }
+    }
+}
+
+/// The statements of a round as one text, separated by `;` (for a round whose
+/// statements have no parameter).
+pub fn joined(stmts: &[Piece<'_>]) -> Vec<u8> {
+    let mut text = Vec::with_capacity(stmts.iter().map(|s| s.sql.len() + 1).sum());
+    for (i, s) in stmts.iter().enumerate() {
+        if i > 0 {
+            text.push(b';');
+        }
+        text.extend_from_slice(s.sql);
+    }
+    text
+}
+
 /// A server connection of the key-value path.
 pub trait KvConn: Send + 'static {
-    /// Runs statements separated by `;` as one round; one outcome per statement run.
-    /// The server stops at the first failing statement, so fewer outcomes may come
-    /// back. Err: the connection is no longer usable.
-    fn run(&mut self, sql: &[u8]) -> impl Future<Output = Result<Vec<Outcome>, Error>> + Send;
+    /// Runs `stmts` as one round (one transaction unless they begin one themselves); one
+    /// outcome per statement run. The server stops at the first failing statement, so
+    /// fewer outcomes may come back. Err: the connection is no longer usable.
+    fn run(
+        &mut self,
+        stmts: &[Piece<'_>],
+    ) -> impl Future<Output = Result<Vec<Outcome>, Error>> + Send;
 }
 
 /// A server protocol's part of the key-value path.

@@ -96,6 +96,7 @@ pub(super) fn modify_writes(
         if !s.is_empty() {
             stmts.push(Stmt {
                 sql: s,
+                param: None,
                 req: Some(i),
             });
         }

@@ -46,6 +46,21 @@ pub trait Dialect: Send + Sync + 'static {
     fn loses_transaction(&self, _code: u32) -> bool {
         false
     }
+    /// Appends the condition of a grouped lookup on the key column that precedes it: an
+    /// IN list by default. Some: the dialect passes the keys as one parameter instead
+    /// (PostgreSQL's `= ANY($1)`, so that one prepared statement serves every size), and
+    /// this is the parameter's text.
+    fn key_in(&self, out: &mut Vec<u8>, keys: &[i128]) -> Option<Vec<u8>> {
+        out.extend_from_slice(b" IN (");
+        for (i, &k) in keys.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            super::push_int(out, k);
+        }
+        out.push(b')');
+        None
+    }
 }
 
 /// Appends `s` between two `quote` bytes, doubling each `quote` inside (quoted names on
@@ -282,8 +297,14 @@ pub fn find(
 }
 
 /// Writes one grouped lookup: the rows of every key in `keys` on a one-column unique
-/// integer index, the key column first, then the returned columns.
-pub fn lookup(d: &dyn Dialect, out: &mut Vec<u8>, ix: &OpenIndex, keys: &[i128]) {
+/// integer index, the key column first, then the returned columns. Some: the text of
+/// the statement's one parameter (see [`Dialect::key_in`]).
+pub fn lookup(
+    d: &dyn Dialect,
+    out: &mut Vec<u8>,
+    ix: &OpenIndex,
+    keys: &[i128],
+) -> Option<Vec<u8>> {
     let t = &ix.table;
     let kc = &t.columns[ix.index().columns[0]];
     out.extend_from_slice(b"SELECT ");
@@ -296,14 +317,7 @@ pub fn lookup(d: &dyn Dialect, out: &mut Vec<u8>, ix: &OpenIndex, keys: &[i128])
     table_name(d, out, t);
     out.extend_from_slice(b" WHERE ");
     d.ident(out, &kc.name);
-    out.extend_from_slice(b" IN (");
-    for (i, &k) in keys.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        super::push_int(out, k);
-    }
-    out.push(b')');
+    d.key_in(out, keys)
 }
 
 /// Writes an INSERT of `values` into the first returned columns of `ix`, the way the

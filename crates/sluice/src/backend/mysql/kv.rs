@@ -8,7 +8,9 @@ use crate::backend::LoginError;
 use crate::error::{Error, Kind, Result, Side};
 use crate::kv::sql::{Dialect, quote_doubled};
 use crate::kv::table::{ColKind, Column, DefaultKind, Index, Table, fit_text};
-use crate::kv::{KvBackend, KvConn, Outcome, RowBudget, TOO_LARGE, canonical_int, push_int};
+use crate::kv::{
+    KvBackend, KvConn, Outcome, Piece, RowBudget, TOO_LARGE, canonical_int, joined, push_int,
+};
 use crate::stream::write_all_flush;
 use bytes::BytesMut;
 use sluice_wire_mysql::codec::Reader;
@@ -52,7 +54,9 @@ impl KvBackend for MyKv {
                 return Err(Error::server_gone(format!("login refused: {msg}")));
             }
         };
-        let set = c.run(b"SET SESSION sql_mode = '', autocommit = 1").await?;
+        let set = c
+            .query(b"SET SESSION sql_mode = '', autocommit = 1")
+            .await?;
         if let Some(Outcome::Failed { message, .. }) = set.first() {
             return Err(Error::server_gone(format!(
                 "session set-up failed: {message}"
@@ -71,7 +75,7 @@ impl KvBackend for MyKv {
         q.extend_from_slice(&name);
         q.extend_from_slice(b"; SHOW INDEX FROM ");
         q.extend_from_slice(&name);
-        let out = c.run(&q).await?;
+        let out = c.query(&q).await?;
         let (Some(Outcome::Rows(cols)), Some(Outcome::Rows(keys))) = (out.first(), out.get(1))
         else {
             return Ok(None);
@@ -250,7 +254,14 @@ fn engine_error(code: u16) -> String {
 }
 
 impl KvConn for ServerConn {
-    async fn run(&mut self, sql: &[u8]) -> Result<Vec<Outcome>> {
+    async fn run(&mut self, stmts: &[Piece<'_>]) -> Result<Vec<Outcome>> {
+        self.query(&joined(stmts)).await
+    }
+}
+
+impl ServerConn {
+    /// Runs statements separated by `;` as one COM_QUERY: one outcome per statement run.
+    async fn query(&mut self, sql: &[u8]) -> Result<Vec<Outcome>> {
         let mut payload = Vec::with_capacity(sql.len() + 1);
         payload.push(consts::COM_QUERY);
         payload.extend_from_slice(sql);
@@ -290,9 +301,7 @@ impl KvConn for ServerConn {
             }
         }
     }
-}
 
-impl ServerConn {
     async fn next(&mut self) -> Result<bytes::Bytes> {
         Ok(
             read_packet(&mut self.stream, &mut self.rbuf, self.max_message)

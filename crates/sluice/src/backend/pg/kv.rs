@@ -1,5 +1,7 @@
 //! The PostgreSQL side of the key-value path: Sluice's own login (UTF8, ISO dates),
-//! rounds sent as one simple Query and read as text rows, the table catalog from
+//! rounds sent as one simple Query, or, when a grouped lookup passes its keys as one
+//! array parameter, as extended-protocol messages with one Sync (the lookup prepared
+//! once per connection), read as text rows; the table catalog from
 //! pg_attribute and pg_index (the HandlerSocket "database" is a schema, the primary key
 //! is called PRIMARY), and the PostgreSQL dialect of the statements.
 
@@ -8,10 +10,13 @@ use crate::backend::{Credentials, LoginError, Target};
 use crate::error::{Error, Kind, Result, Side};
 use crate::kv::sql::{Dialect, quote_doubled};
 use crate::kv::table::{ColKind, Column, DefaultKind, Index, Table, fit_text};
-use crate::kv::{KvBackend, KvConn, Outcome, RowBudget, TOO_LARGE, lenient_int, push_int};
+use crate::kv::{
+    KvBackend, KvConn, Outcome, Piece, RowBudget, TOO_LARGE, joined, lenient_int, push_int,
+};
 use crate::stream::write_all_flush;
 use bytes::BytesMut;
 use sluice_wire_pg::{encode, msg};
+use std::collections::HashMap;
 
 pub struct PgKv {
     pub target: Target,
@@ -19,10 +24,46 @@ pub struct PgKv {
     pub database: String,
 }
 
-impl KvBackend for PgKv {
-    type Conn = ServerConn;
+/// Most statements one key-value connection keeps prepared (one per index and list of
+/// returned columns in use); past it, lookups are parsed each time.
+const MAX_PREPARED: usize = 64;
 
-    async fn connect(&self) -> Result<ServerConn> {
+/// A key-value server connection and the statements prepared on it.
+pub struct PgKvConn {
+    conn: ServerConn,
+    /// Prepared statements by text: their numbers (named `sluice_kv_N`; a number is
+    /// never used twice on a connection).
+    prepared: HashMap<Vec<u8>, u32>,
+    last: u32,
+    /// Statements that may exist on the server though Sluice no longer counts on them
+    /// (their round failed): closed in the next round.
+    orphans: Vec<u32>,
+}
+
+impl KvBackend for PgKv {
+    type Conn = PgKvConn;
+
+    async fn connect(&self) -> Result<PgKvConn> {
+        let conn = self.login().await?;
+        Ok(PgKvConn {
+            conn,
+            prepared: HashMap::new(),
+            last: 0,
+            orphans: Vec::new(),
+        })
+    }
+
+    async fn describe(&self, c: &mut PgKvConn, db: &str, table: &str) -> Result<Option<Table>> {
+        describe(&mut c.conn, db, table).await
+    }
+
+    fn dialect(&self) -> &dyn Dialect {
+        &PgDialect
+    }
+}
+
+impl PgKv {
+    async fn login(&self) -> Result<ServerConn> {
         let mut params = vec![
             ("user".to_string(), self.creds.user.clone()),
             ("client_encoding".to_string(), "UTF8".to_string()),
@@ -54,20 +95,22 @@ impl KvBackend for PgKv {
             }
         }
     }
+}
 
-    async fn describe(&self, c: &mut ServerConn, db: &str, table: &str) -> Result<Option<Table>> {
-        let lit = |s: &str| {
-            let mut out = Vec::new();
-            PgDialect.text(&mut out, s.as_bytes());
-            String::from_utf8_lossy(&out).into_owned()
-        };
-        let (schema, name) = (lit(db), lit(table));
-        let rel = format!(
-            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+/// A table's columns and indexes from the catalog; None when there is no such table.
+async fn describe(c: &mut ServerConn, db: &str, table: &str) -> Result<Option<Table>> {
+    let lit = |s: &str| {
+        let mut out = Vec::new();
+        PgDialect.text(&mut out, s.as_bytes());
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    let (schema, name) = (lit(db), lit(table));
+    let rel = format!(
+        "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
              WHERE n.nspname = {schema} AND c.relname = {name}"
-        );
-        let q = format!(
-            "SELECT a.attnum, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, \
+    );
+    let q = format!(
+        "SELECT a.attnum, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, \
              pg_get_expr(d.adbin, d.adrelid), a.attidentity <> '', t.typcategory \
              FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid \
              LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum \
@@ -77,73 +120,67 @@ impl KvBackend for PgKv {
              FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid \
              WHERE x.indrelid = (SELECT c.oid {rel}) AND x.indpred IS NULL \
              ORDER BY x.indisprimary DESC, x.indisunique DESC, i.oid"
-        );
-        let out = KvConn::run(c, q.as_bytes()).await?;
-        let (Some(Outcome::Rows(cols)), Some(Outcome::Rows(keys))) = (out.first(), out.get(1))
-        else {
-            return Ok(None);
-        };
-        let text = |v: &Option<Vec<u8>>| {
-            String::from_utf8_lossy(v.as_deref().unwrap_or_default()).into_owned()
-        };
-        let mut attnums = Vec::new();
-        let mut columns = Vec::new();
-        for r in cols.iter().filter(|r| r.len() >= 7) {
-            attnums.push(text(&r[0]));
-            let ty = text(&r[2]);
-            let default = r[4]
-                .as_deref()
-                .map(|d| String::from_utf8_lossy(d).into_owned());
-            let serial = default
-                .as_deref()
-                .is_some_and(|d| d.starts_with("nextval("));
-            let kind = kind_of(&ty, r[6].as_deref());
-            columns.push(Column {
-                name: text(&r[1]),
-                charset: matches!(kind, ColKind::Text | ColKind::Blob).then(|| "utf8".to_string()),
-                max_chars: max_chars(&ty),
-                kind,
-                type_name: ty,
-                nullable: r[3].as_deref() != Some(b"t"),
-                generated: serial || r[5].as_deref() == Some(b"t"),
-                default: match default {
-                    None => DefaultKind::Null,
-                    Some(d)
-                        if d.contains('(') || d.to_ascii_uppercase().starts_with("CURRENT_") =>
-                    {
-                        DefaultKind::Expression
-                    }
-                    Some(_) => DefaultKind::Literal,
-                },
-            });
-        }
-        if columns.is_empty() {
-            return Ok(None);
-        }
-        let mut indexes = Vec::new();
-        for r in keys.iter().filter(|r| r.len() >= 4) {
-            let positions: Option<Vec<usize>> = text(&r[3])
-                .split(' ')
-                .map(|n| attnums.iter().position(|a| a == n))
-                .collect();
-            let Some(columns) = positions else { continue };
-            let primary = r[2].as_deref() == Some(b"t");
-            indexes.push(Index {
-                name: if primary {
-                    "PRIMARY".to_string()
-                } else {
-                    text(&r[0])
-                },
-                columns,
-                unique: r[1].as_deref() == Some(b"t"),
-            });
-        }
-        Ok(Some(Table::new(db, table, columns, indexes)))
+    );
+    let mut msg = BytesMut::new();
+    encode::query(&mut msg, q.as_bytes());
+    let out = c.kv_round(&msg).await?;
+    let (Some(Outcome::Rows(cols)), Some(Outcome::Rows(keys))) = (out.first(), out.get(1)) else {
+        return Ok(None);
+    };
+    let text = |v: &Option<Vec<u8>>| {
+        String::from_utf8_lossy(v.as_deref().unwrap_or_default()).into_owned()
+    };
+    let mut attnums = Vec::new();
+    let mut columns = Vec::new();
+    for r in cols.iter().filter(|r| r.len() >= 7) {
+        attnums.push(text(&r[0]));
+        let ty = text(&r[2]);
+        let default = r[4]
+            .as_deref()
+            .map(|d| String::from_utf8_lossy(d).into_owned());
+        let serial = default
+            .as_deref()
+            .is_some_and(|d| d.starts_with("nextval("));
+        let kind = kind_of(&ty, r[6].as_deref());
+        columns.push(Column {
+            name: text(&r[1]),
+            charset: matches!(kind, ColKind::Text | ColKind::Blob).then(|| "utf8".to_string()),
+            max_chars: max_chars(&ty),
+            kind,
+            type_name: ty,
+            nullable: r[3].as_deref() != Some(b"t"),
+            generated: serial || r[5].as_deref() == Some(b"t"),
+            default: match default {
+                None => DefaultKind::Null,
+                Some(d) if d.contains('(') || d.to_ascii_uppercase().starts_with("CURRENT_") => {
+                    DefaultKind::Expression
+                }
+                Some(_) => DefaultKind::Literal,
+            },
+        });
     }
-
-    fn dialect(&self) -> &dyn Dialect {
-        &PgDialect
+    if columns.is_empty() {
+        return Ok(None);
     }
+    let mut indexes = Vec::new();
+    for r in keys.iter().filter(|r| r.len() >= 4) {
+        let positions: Option<Vec<usize>> = text(&r[3])
+            .split(' ')
+            .map(|n| attnums.iter().position(|a| a == n))
+            .collect();
+        let Some(columns) = positions else { continue };
+        let primary = r[2].as_deref() == Some(b"t");
+        indexes.push(Index {
+            name: if primary {
+                "PRIMARY".to_string()
+            } else {
+                text(&r[0])
+            },
+            columns,
+            unique: r[1].as_deref() == Some(b"t"),
+        });
+    }
+    Ok(Some(Table::new(db, table, columns, indexes)))
 }
 
 /// A column's kind from its `format_type` and type category.
@@ -252,6 +289,19 @@ impl Dialect for PgDialect {
         !v.contains(&0) && std::str::from_utf8(v).is_ok()
     }
 
+    fn key_in(&self, out: &mut Vec<u8>, keys: &[i128]) -> Option<Vec<u8>> {
+        out.extend_from_slice(b" = ANY($1)");
+        let mut array = vec![b'{'];
+        for (i, &k) in keys.iter().enumerate() {
+            if i > 0 {
+                array.push(b',');
+            }
+            push_int(&mut array, k);
+        }
+        array.push(b'}');
+        Some(array)
+    }
+
     fn returning(&self, out: &mut Vec<u8>, generated: &Column) {
         out.extend_from_slice(b" RETURNING ");
         self.ident(out, &generated.name);
@@ -268,11 +318,84 @@ fn engine_error(state: &str) -> String {
     }
 }
 
-impl KvConn for ServerConn {
-    async fn run(&mut self, sql: &[u8]) -> Result<Vec<Outcome>> {
+impl KvConn for PgKvConn {
+    async fn run(&mut self, stmts: &[Piece<'_>]) -> Result<Vec<Outcome>> {
         let mut out = BytesMut::new();
-        encode::query(&mut out, sql);
-        write_all_flush(&mut self.stream, &out).await?;
+        if stmts.iter().all(|s| s.param.is_none()) {
+            encode::query(&mut out, &joined(stmts));
+            return self.conn.kv_round(&out).await;
+        }
+        for n in std::mem::take(&mut self.orphans) {
+            encode::target(&mut out, b'C', b'S', &statement_name(n));
+        }
+        let mut fresh = Vec::new();
+        for s in stmts {
+            let name = match s.param {
+                Some(_) => self.prepare(s.sql, &mut out, &mut fresh),
+                None => {
+                    encode::parse(&mut out, b"", s.sql, &[0, 0]);
+                    Vec::new()
+                }
+            };
+            let mut rest = vec![0, 0];
+            match s.param {
+                Some(p) => {
+                    rest.extend_from_slice(&1i16.to_be_bytes());
+                    rest.extend_from_slice(&(p.len() as i32).to_be_bytes());
+                    rest.extend_from_slice(p);
+                }
+                None => rest.extend_from_slice(&[0, 0]),
+            }
+            rest.extend_from_slice(&[0, 0]);
+            encode::bind(&mut out, b"", &name, &rest);
+            encode::target(&mut out, b'D', b'P', b"");
+            encode::execute(&mut out, b"", 0);
+        }
+        encode::sync(&mut out);
+        let outcomes = self.conn.kv_round(&out).await?;
+        if outcomes.iter().any(|o| matches!(o, Outcome::Failed { .. })) {
+            // The server skipped the Parses after the failure and kept those before it;
+            // not knowing which is which, forget them all and close them next round.
+            for sql in fresh {
+                if let Some(n) = self.prepared.remove(&sql) {
+                    self.orphans.push(n);
+                }
+            }
+        }
+        Ok(outcomes)
+    }
+}
+
+impl PgKvConn {
+    /// The name of `sql`'s prepared statement, writing its Parse first where the
+    /// connection lacks it (`fresh` notes it); empty (the unnamed statement, parsed
+    /// here) when the connection holds as many as it may.
+    fn prepare(&mut self, sql: &[u8], out: &mut BytesMut, fresh: &mut Vec<Vec<u8>>) -> Vec<u8> {
+        if let Some(&n) = self.prepared.get(sql) {
+            return statement_name(n);
+        }
+        if self.prepared.len() >= MAX_PREPARED {
+            encode::parse(out, b"", sql, &[0, 0]);
+            return Vec::new();
+        }
+        self.last += 1;
+        let name = statement_name(self.last);
+        encode::parse(out, &name, sql, &[0, 0]);
+        self.prepared.insert(sql.to_vec(), self.last);
+        fresh.push(sql.to_vec());
+        name
+    }
+}
+
+fn statement_name(n: u32) -> Vec<u8> {
+    format!("sluice_kv_{n}").into_bytes()
+}
+
+impl ServerConn {
+    /// Sends `msgs` (a Query, or extended-protocol messages ending in Sync) and reads
+    /// the answers up to ReadyForQuery: one outcome per statement run.
+    async fn kv_round(&mut self, msgs: &[u8]) -> Result<Vec<Outcome>> {
+        write_all_flush(&mut self.stream, msgs).await?;
         let mut outcomes = Vec::new();
         let mut rows: Option<Vec<crate::kv::rows::Row>> = None;
         let mut budget = RowBudget::new(self.max_message);
