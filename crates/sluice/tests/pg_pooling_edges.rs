@@ -309,3 +309,28 @@ async fn a_connection_the_server_closed_is_not_handed_out() {
     );
     h.shutdown(std::time::Duration::from_secs(5)).await;
 }
+
+/// A literal is converted when its statement is parsed, under the settings of the
+/// client that prepared it: two clients with different DateStyles preparing the same
+/// text on one pool connection each get their own statement, not the other's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_is_shared_only_under_the_same_parse_settings() {
+    let pg = pg();
+    let h = sluice(&config_text(&pg, 1, "5s", "")).await;
+    let (dmy, mdy) = (app(addr(&h, "txauth")).await, app(addr(&h, "txauth")).await);
+    dmy.batch_execute("set datestyle = 'ISO, DMY'")
+        .await
+        .unwrap();
+    mdy.batch_execute("set datestyle = 'ISO, MDY'")
+        .await
+        .unwrap();
+    let sql = "select ('01/02/2020'::date)::text";
+    for _ in 0..3 {
+        for (c, want) in [(&dmy, "2020-02-01"), (&mdy, "2020-01-02")] {
+            let s = c.prepare(sql).await.unwrap();
+            let got: String = c.query_one(&s, &[]).await.unwrap().get(0);
+            assert_eq!(got, want);
+        }
+    }
+    h.shutdown(std::time::Duration::from_secs(5)).await;
+}

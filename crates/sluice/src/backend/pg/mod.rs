@@ -150,6 +150,24 @@ pub fn params_fingerprint(params: &BTreeMap<String, String>) -> u64 {
     h.digest()
 }
 
+/// A fingerprint of the parameters in `params` that change what a statement means once
+/// parsed (literals are converted at Parse: dates under DateStyle, timestamps under
+/// TimeZone, strings under standard_conforming_strings and client_encoding): a
+/// statement prepared for one client serves another only if both have the same.
+pub fn parse_fingerprint(params: &BTreeMap<String, String>) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for name in PER_CLIENT_PARAMS
+        .iter()
+        .filter(|n| **n != "application_name")
+    {
+        if let Some(v) = params.get(*name) {
+            h.update(v.as_bytes());
+        }
+        h.update(&[0]);
+    }
+    h.digest()
+}
+
 pub struct ServerConn {
     pub stream: Stream,
     /// Where this connection's queries are cancelled.

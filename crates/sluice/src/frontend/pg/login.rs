@@ -25,8 +25,9 @@ pub struct Session {
     /// Values of the server-reported parameters as this client has seen them (shared
     /// with the clients that see the same; copied when this one's change).
     pub client_params: Arc<BTreeMap<String, String>>,
-    /// Cached fingerprint of `client_params` (None when it changed).
-    pub client_fp: Option<u64>,
+    /// Cached fingerprints of `client_params`, all its per-client parameters and those
+    /// that a Parse depends on (None when it changed).
+    pub client_fp: Option<(u64, u64)>,
     pub max_message: usize,
 }
 
@@ -40,10 +41,22 @@ impl Session {
 
     /// Fingerprint of the per-client parameters this client has seen.
     pub fn params_fingerprint(&mut self) -> u64 {
+        self.fingerprints().0
+    }
+
+    /// Fingerprint of the parameters this client's statements are parsed under.
+    pub fn parse_fingerprint(&mut self) -> u64 {
+        self.fingerprints().1
+    }
+
+    fn fingerprints(&mut self) -> (u64, u64) {
         if let Some(f) = self.client_fp {
             return f;
         }
-        let f = crate::backend::pg::params_fingerprint(&self.client_params);
+        let f = (
+            crate::backend::pg::params_fingerprint(&self.client_params),
+            crate::backend::pg::parse_fingerprint(&self.client_params),
+        );
         self.client_fp = Some(f);
         f
     }

@@ -250,7 +250,7 @@ impl Relay {
                 let Some((name, query, types)) = msg::parse(body) else {
                     return false;
                 };
-                let hash = stmts::hash(query, types);
+                let hash = stmts::hash(query, types, self.s.parse_fingerprint());
                 if name.is_empty() || !self.s.pool.knows_statement(hash) {
                     return false;
                 }
@@ -403,7 +403,7 @@ impl Relay {
             return Ok(());
         }
         let stmt = new_stmt(
-            stmts::hash(query, types),
+            stmts::hash(query, types, self.s.parse_fingerprint()),
             query,
             types,
             self.shared.effects.of(query),

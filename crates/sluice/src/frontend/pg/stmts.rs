@@ -1,5 +1,6 @@
 //! Prepared statements in transaction mode: a client's named statements get pool-wide
-//! names (a hash of query text and parameter types), so the same statement prepared by
+//! names (a hash of query text, parameter types and the settings literals are parsed
+//! under), so the same statement prepared by
 //! many clients exists once per server connection, and a statement is prepared on a
 //! connection the first time it runs there.
 
@@ -17,13 +18,16 @@ pub struct Stmt {
     pub effects: Effects,
 }
 
-/// A 128-bit hash of query text and parameter types: two different statements sharing
-/// a pool-wide name would run each other's SQL, so collisions must be out of reach.
-pub fn hash(query: &[u8], types: &[u8]) -> u128 {
+/// A 128-bit hash of query text, parameter types and the fingerprint of the settings
+/// it is parsed under (`parsed_under`, see `backend::pg::parse_fingerprint`): two
+/// different statements sharing a pool-wide name would run each other's SQL, so
+/// collisions must be out of reach.
+pub fn hash(query: &[u8], types: &[u8], parsed_under: u64) -> u128 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     h.update(query);
     h.update(&[0]);
     h.update(types);
+    h.update(&parsed_under.to_le_bytes());
     h.digest128()
 }
 
