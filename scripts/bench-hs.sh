@@ -13,7 +13,7 @@
 #   --depths "LIST"       HandlerSocket requests in flight per connection
 #                         (default "1 16")
 #   --hs-connections N    Sluice's server connections for the listener
-#                         ([handlersocket.hs] connections, default 2)
+#                         ([handlersocket.hs] connections, default 4)
 #   --bench-threads N     sluice-bench runtime threads (default 1)
 #   --out FILE            also write the report here (default
 #                         target/bench/hs-<timestamp>.md)
@@ -67,7 +67,7 @@ WARMUP=2
 ROWS=1000000
 CONNECTIONS="16 128"
 DEPTHS="1 16"
-HS_CONNECTIONS=2
+HS_CONNECTIONS=4
 BENCH_THREADS=1
 OUT=""
 

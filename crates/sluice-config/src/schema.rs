@@ -169,7 +169,7 @@ pub const DEFAULT_SERVER_LIFETIME: Duration = Duration::from_secs(3600);
 pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_POOL_MAX_CLIENT_CONNECTIONS: usize = 1000;
 pub const DEFAULT_STATEMENT_CACHE_SIZE: usize = 256;
-pub const DEFAULT_HS_CONNECTIONS: usize = 2;
+pub const DEFAULT_HS_CONNECTIONS: usize = 4;
 pub const DEFAULT_HS_MAX_LINE: usize = 1 << 20;
 pub const DEFAULT_HS_MAX_OPEN_INDEXES: usize = 1024;
 

@@ -151,8 +151,12 @@ const MISSING_FOR: std::time::Duration = std::time::Duration::from_secs(1);
 /// Most missing tables remembered at once.
 const MAX_MISSING: usize = 4096;
 
-/// Most requests one batch takes (the rest wait for the next).
-const MAX_BATCH: usize = 1024;
+/// Most requests one batch takes (the rest wait for the next). Kept well below what is
+/// in flight under load, so that requests wait in the queue while the server works and
+/// a connection coming back finds its next batch ready: with 1,024 on 2 connections and
+/// 2,048 lookups in flight, all of them sat in the server at once and the cores idled
+/// 16 % between batches (256 on 4 connections: 5 %, and 15-20 % more lookups/s).
+const MAX_BATCH: usize = 256;
 
 /// What an executor has done, for tests and statistics.
 #[derive(Debug, Default)]
