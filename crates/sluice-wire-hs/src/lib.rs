@@ -134,7 +134,8 @@ pub fn encode(out: &mut Vec<u8>, v: Option<&[u8]>) {
         out.push(0);
         return;
     };
-    if !s.iter().any(|&b| b < ESCAPE_BELOW) {
+    // Without an early exit the scan is vectorised; values are short.
+    if !s.iter().fold(false, |low, &b| low | (b < ESCAPE_BELOW)) {
         out.extend_from_slice(s);
         return;
     }

@@ -13,7 +13,6 @@ use super::rows::{Row, bound, count_answer, error_answer, hits, outcome_error, r
 use super::sql::{self, Dialect, Extras, Layout};
 use super::{KvConn, KvStats, Outcome, Piece};
 use crate::error::Error;
-use std::collections::HashMap;
 
 /// Most SQL one request may make (an IN list repeats the find for every value).
 const MAX_REQUEST_SQL: usize = 4 << 20;
@@ -485,20 +484,24 @@ fn answer_group(
             return;
         }
     };
-    let mut by_key: HashMap<i128, &Row> = HashMap::with_capacity(rows.len());
-    for row in rows {
-        if let Some(k) = row.first().and_then(|k| super::parse_int(k.as_deref()?)) {
-            by_key.insert(k, row);
-        }
-    }
+    // Rows by key, sorted (the server returns them in index order already, mostly).
+    let mut by_key: Vec<(i128, &Row)> = rows
+        .iter()
+        .filter_map(|row| Some((super::parse_int(row.first()?.as_deref()?)?, row)))
+        .collect();
+    by_key.sort_by_key(|(k, _)| *k);
     for &m in members {
         let r = &reqs[m];
-        let row = groupable(r).and_then(|k| by_key.get(&k).copied());
-        let mut a = sluice_wire_hs::Answer::start(&mut answers[m], 0, r.index.columns.len());
-        if let Some(values) = row.and_then(|row| row.get(1..=r.index.columns.len())) {
-            for v in values {
-                a.value(v.as_deref());
-            }
+        let found = groupable(r).and_then(|k| by_key.binary_search_by_key(&k, |(k, _)| *k).ok());
+        let values = found.and_then(|at| by_key[at].1.get(1..=r.index.columns.len()));
+        let out = &mut answers[m];
+        let size: usize = values.map_or(0, |vs| {
+            vs.iter().map(|v| v.as_ref().map_or(1, Vec::len) + 1).sum()
+        });
+        out.reserve(size + 16);
+        let mut a = sluice_wire_hs::Answer::start(out, 0, r.index.columns.len());
+        for v in values.into_iter().flatten() {
+            a.value(v.as_deref());
         }
         a.end();
     }
