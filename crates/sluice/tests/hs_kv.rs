@@ -456,7 +456,8 @@ async fn an_answer_over_the_cap_fails_alone() {
 
 /// On PostgreSQL a group of lookups is one prepared `= ANY($1)` statement. A statement
 /// failing before it in the same round (so the server skips its Parse) or after it
-/// does not make the next rounds' lookups fail: the connection prepares it again.
+/// does not make the next rounds' lookups fail: the connection prepares it again. Rows
+/// go to their requests whether the key column is returned first, later or not at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_grouped_lookups_survive_a_failure_in_their_round() {
     let pg = common::pg();
@@ -500,6 +501,32 @@ async fn postgres_grouped_lookups_survive_a_failure_in_their_round() {
             rows(&[6, 7, 8, 9])
         );
     }
+    // The key column returned after another one, and not returned at all.
+    let open = ask(
+        &mut c,
+        &[
+            "P\t3\tpublic\tg\tPRIMARY\tv,id".into(),
+            "P\t4\tpublic\tg\tPRIMARY\tv".into(),
+        ],
+    )
+    .await;
+    assert_eq!(open, ["0\t1", "0\t1"]);
+    let lines: Vec<String> = [3, 4]
+        .iter()
+        .flat_map(|ix| [7, 99, 2].map(|k| format!("{ix}\t=\t1\t{k}")))
+        .collect();
+    let got = ask(&mut c, &lines).await;
+    assert_eq!(
+        got,
+        [
+            "0\t2\tv7\t7",
+            "0\t2",
+            "0\t2\tv2\t2",
+            "0\t1\tv7",
+            "0\t1",
+            "0\t1\tv2"
+        ]
+    );
     let grouped = h.kv["w"].stats.grouped.load(Ordering::Relaxed);
-    assert!(grouped >= 4 * 9, "only {grouped} lookups were grouped");
+    assert!(grouped >= 4 * 9 + 6, "only {grouped} lookups were grouped");
 }

@@ -484,16 +484,25 @@ fn answer_group(
             return;
         }
     };
+    let Some(&first) = members.first() else {
+        return;
+    };
+    let n = reqs[first].index.columns.len();
+    // The returned columns, and the key among them or before them.
+    let (key_at, cols) = match sql::lookup_key_at(&reqs[first].index) {
+        Some(k) => (k, 0..n),
+        None => (0, 1..n + 1),
+    };
     // Rows by key, sorted (the server returns them in index order already, mostly).
     let mut by_key: Vec<(i128, &Row)> = rows
         .iter()
-        .filter_map(|row| Some((super::parse_int(row.first()?.as_deref()?)?, row)))
+        .filter_map(|row| Some((super::parse_int(row.get(key_at)?.as_deref()?)?, row)))
         .collect();
     by_key.sort_by_key(|(k, _)| *k);
     for &m in members {
         let r = &reqs[m];
         let found = groupable(r).and_then(|k| by_key.binary_search_by_key(&k, |(k, _)| *k).ok());
-        let values = found.and_then(|at| by_key[at].1.get(1..=r.index.columns.len()));
+        let values = found.and_then(|at| by_key[at].1.get(cols.clone()));
         let out = &mut answers[m];
         let size: usize = values.map_or(0, |vs| {
             vs.iter().map(|v| v.as_ref().map_or(1, Vec::len) + 1).sum()

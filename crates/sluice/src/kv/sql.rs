@@ -296,9 +296,17 @@ pub fn find(
     }
 }
 
+/// Where a grouped lookup's rows hold the key: among the returned columns when it is
+/// one of them, else in a first column of its own.
+pub fn lookup_key_at(ix: &OpenIndex) -> Option<usize> {
+    let key = ix.index().columns[0];
+    ix.columns.iter().position(|&c| c == key)
+}
+
 /// Writes one grouped lookup: the rows of every key in `keys` on a one-column unique
-/// integer index, the key column first, then the returned columns. Some: the text of
-/// the statement's one parameter (see [`Dialect::key_in`]).
+/// integer index: the returned columns, preceded by the key column unless it is one of
+/// them ([`lookup_key_at`]). Some: the text of the statement's one parameter (see
+/// [`Dialect::key_in`]).
 pub fn lookup(
     d: &dyn Dialect,
     out: &mut Vec<u8>,
@@ -308,9 +316,14 @@ pub fn lookup(
     let t = &ix.table;
     let kc = &t.columns[ix.index().columns[0]];
     out.extend_from_slice(b"SELECT ");
-    d.ident(out, &kc.name);
+    let mut first = lookup_key_at(ix).is_some();
+    if !first {
+        d.ident(out, &kc.name);
+    }
     for &c in &ix.columns {
-        out.extend_from_slice(b", ");
+        if !std::mem::take(&mut first) {
+            out.extend_from_slice(b", ");
+        }
         d.ident(out, &t.columns[c].name);
     }
     out.extend_from_slice(b" FROM ");
