@@ -24,11 +24,8 @@ bench=${SLUICE_BENCH_BIN:-$SCRIPT_DIR/../target/release/sluice-bench}
 sl_require_cmd python3 python3
 
 hs=$(sl_free_port)
-sl_mariadb_start "" --max-connections=400 --innodb-buffer-pool-size=512M \
-    --plugin-maturity=beta --plugin-load-add=handlersocket \
-    --handlersocket-address=127.0.0.1 --handlersocket-port="$hs" \
-    --handlersocket-port-wr="$((hs + 1))" \
-    --handlersocket-plain-secret= --handlersocket-plain-secret-wr=
+sl_hs_plugin_args "$hs" "$((hs + 1))"
+sl_mariadb_start "" --max-connections=400 --innodb-buffer-pool-size=512M "${SL_HS_ARGS[@]}"
 sl_wait_port 127.0.0.1 "$hs" 30 || sl_die "the HandlerSocket plugin is not listening on $hs"
 sl_mariadb_admin -e "CREATE DATABASE IF NOT EXISTS bench"
 "$bench" setup --protocol mysql --addr "127.0.0.1:$SL_MY_PORT" --keys "$rows" >&2

@@ -27,11 +27,8 @@ SL_SLUICE_BIN=${SLUICE_BIN:-$SCRIPT_DIR/../target/release/sluice}
 sl_require_cmd python3 python3
 
 plugin=$(sl_free_port)
-sl_mariadb_start "" --max-connections=400 --innodb-buffer-pool-size=512M \
-    --plugin-maturity=beta --plugin-load-add=handlersocket \
-    --handlersocket-address=127.0.0.1 --handlersocket-port="$plugin" \
-    --handlersocket-port-wr="$((plugin + 1))" \
-    --handlersocket-plain-secret= --handlersocket-plain-secret-wr=
+sl_hs_plugin_args "$plugin" "$((plugin + 1))"
+sl_mariadb_start "" --max-connections=400 --innodb-buffer-pool-size=512M "${SL_HS_ARGS[@]}"
 sl_wait_port 127.0.0.1 "$plugin" 30 || sl_die "the HandlerSocket plugin is not listening on $plugin"
 sl_mariadb_admin -e "CREATE DATABASE IF NOT EXISTS bench"
 "$bench" setup --protocol mysql --addr "127.0.0.1:$SL_MY_PORT" --keys "$rows" >&2

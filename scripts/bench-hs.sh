@@ -144,14 +144,9 @@ export SLUICE_BENCH_PASSWORD=$MY_PASSWORD
 PLUGIN_PORT="$(sl_free_port)"
 PLUGIN_PORT_WR="$(sl_free_port)"
 while [[ "$PLUGIN_PORT_WR" == "$PLUGIN_PORT" ]]; do PLUGIN_PORT_WR="$(sl_free_port)"; done
-# Debian's build has secrets of its own unless both are set: empty turns
-# authentication off (as in crates/sluice-testkit).
+sl_hs_plugin_args "$PLUGIN_PORT" "$PLUGIN_PORT_WR"
 sl_mariadb_start "$MY_PASSWORD" --innodb-buffer-pool-size=512M \
-    --max-connections=$((MAX_CONN + 100)) \
-    --plugin-maturity=beta --plugin-load-add=handlersocket \
-    --handlersocket-address=127.0.0.1 \
-    --handlersocket-port="$PLUGIN_PORT" --handlersocket-port-wr="$PLUGIN_PORT_WR" \
-    --handlersocket-plain-secret= --handlersocket-plain-secret-wr=
+    --max-connections=$((MAX_CONN + 100)) "${SL_HS_ARGS[@]}"
 sl_wait_port 127.0.0.1 "$PLUGIN_PORT" 30 "$SL_MY_PID" ||
     sl_die "the HandlerSocket plugin is not listening on 127.0.0.1:$PLUGIN_PORT"
 PLUGIN_THREADS="$(sl_mariadb_admin -N -B -e "SELECT @@handlersocket_threads")"

@@ -39,10 +39,8 @@ case "$kind" in
         max=${3:-1200} hs=${4:-}
         extra=(--max-connections="$max" --innodb-buffer-pool-size=512M)
         if [[ -n "$hs" ]]; then
-            extra+=(--plugin-maturity=beta --plugin-load-add=handlersocket
-                --handlersocket-address=127.0.0.1
-                --handlersocket-port="$hs" --handlersocket-port-wr="$((hs + 1))"
-                --handlersocket-plain-secret= --handlersocket-plain-secret-wr=)
+            sl_hs_plugin_args "$hs" "$((hs + 1))"
+            extra+=("${SL_HS_ARGS[@]}")
         fi
         SL_MY_PORT_WANTED=$port sl_mariadb_start "" "${extra[@]}"
         sl_mariadb_admin -e "CREATE DATABASE IF NOT EXISTS bench"

@@ -118,6 +118,17 @@ EOF
     sl_log "throwaway MariaDB $SL_MY_VERSION on 127.0.0.1:$port, pid $pid (data $dir/data)"
 }
 
+# sl_hs_plugin_args READ_PORT WRITE_PORT: sets SL_HS_ARGS, the mariadbd options that
+# load the reference HandlerSocket plugin listening on 127.0.0.1 on those ports.
+# Debian's build has secrets of its own unless both are set: empty turns
+# authentication off (as in crates/sluice-testkit).
+sl_hs_plugin_args() {
+    SL_HS_ARGS=(--plugin-maturity=beta --plugin-load-add=handlersocket
+        --handlersocket-address=127.0.0.1
+        --handlersocket-port="$1" --handlersocket-port-wr="$2"
+        --handlersocket-plain-secret= --handlersocket-plain-secret-wr=)
+}
+
 # sl_mariadb_admin [MARIADB_CLI_ARGS...]: the mariadb CLI as root over the
 # throwaway server's socket (e.g. -e "SQL", -N -B for bare output); or, after
 # SL_MY_SOCKET="" with SL_MY_HOST/SL_MY_PORT/SL_MY_USER/SL_MY_PASSWORD set,
