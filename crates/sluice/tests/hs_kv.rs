@@ -457,7 +457,8 @@ async fn an_answer_over_the_cap_fails_alone() {
 /// On PostgreSQL a group of lookups is one prepared `= ANY($1)` statement. A statement
 /// failing before it in the same round (so the server skips its Parse) or after it
 /// does not make the next rounds' lookups fail: the connection prepares it again. Rows
-/// go to their requests whether the key column is returned first, later or not at all.
+/// go to their requests whether the key column is returned first, later or not at all,
+/// and a column changing type under the prepared statements does not fail them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_grouped_lookups_survive_a_failure_in_their_round() {
     let pg = common::pg();
@@ -527,6 +528,52 @@ async fn postgres_grouped_lookups_survive_a_failure_in_their_round() {
             "0\t1\tv2"
         ]
     );
+    // A returned column changes type under the prepared statements: the server refuses
+    // them (0A000), and the lookups run again, prepared afresh.
+    pg.psql(
+        "app",
+        "ALTER TABLE public.g ALTER COLUMN v TYPE varchar(40)",
+    )
+    .unwrap();
+    assert_eq!(ask(&mut c, &lookups(&[1, 2, 3])).await, rows(&[1, 2, 3]));
+    let got = ask(&mut c, &lines).await;
+    assert_eq!(got[0], "0\t2\tv7\t7");
     let grouped = h.kv["w"].stats.grouped.load(Ordering::Relaxed);
     assert!(grouped >= 4 * 9 + 6, "only {grouped} lookups were grouped");
+}
+
+/// On PostgreSQL a writing batch runs each request under a savepoint; an answer over
+/// the cap (rows Sluice drops while the server goes on) is not a failure the batch
+/// rolls back to its savepoint for: the writes around it stand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_over_the_cap_in_a_writing_batch_on_postgres() {
+    let pg = common::pg();
+    pg.psql(
+        "app",
+        "CREATE TABLE public.t (k int PRIMARY KEY, v varchar(200)); \
+         INSERT INTO public.t SELECT i, repeat('x', 100) FROM generate_series(1, 100) i",
+    )
+    .unwrap();
+    let text = format!("[general]\nmax_message_size = \"2KiB\"\n{}", pg_config(&pg));
+    let h = common::sluice(&text).await;
+    let mut c = client(common::addr(&h, "w")).await;
+    let got = ask(
+        &mut c,
+        &[
+            "P\t1\tpublic\tt\tPRIMARY\tk,v".into(),
+            "1\t+\t2\t101\ta".into(),
+            "1\t>=\t1\t1\t1000\t0".into(),
+            "1\t>=\t1\t1\t2\t0".into(),
+            "1\t+\t2\t102\tb".into(),
+        ],
+    )
+    .await;
+    assert!(got[1].starts_with("0\t1"), "{got:?}");
+    assert_eq!(got[2], "1\t1\ttoolarge");
+    assert!(got[3].starts_with("0\t2\t1\txxx"), "{got:?}");
+    assert!(got[4].starts_with("0\t1"), "{got:?}");
+    let n = pg
+        .psql("app", "SELECT count(*) FROM public.t WHERE k > 100")
+        .unwrap();
+    assert_eq!(n.trim(), "2");
 }

@@ -11,7 +11,7 @@ use super::modify::modify_writes;
 use super::request::{Action, Find, ModKind, Op, Req};
 use super::rows::{Row, bound, count_answer, error_answer, hits, outcome_error, rows_answer};
 use super::sql::{self, Dialect, Extras, Layout};
-use super::{KvConn, KvStats, Outcome, Piece};
+use super::{KvConn, KvStats, Outcome, Piece, TOO_LARGE};
 use crate::error::Error;
 
 /// Most SQL one request may make (an IN list repeats the find for every value).
@@ -25,8 +25,22 @@ pub(super) struct Stmt {
     pub(super) sql: Vec<u8>,
     /// The text of its one parameter (a grouped lookup's keys, on PostgreSQL).
     pub(super) param: Option<Vec<u8>>,
+    /// It failed on a stale prepared copy once already (see `Dialect::stale_statement`).
+    pub(super) retried: bool,
     /// Position in the batch of the request; None for BEGIN/COMMIT.
     pub(super) req: Option<usize>,
+}
+
+impl Stmt {
+    /// A statement without a parameter.
+    pub(super) fn text(sql: Vec<u8>, req: Option<usize>) -> Stmt {
+        Stmt {
+            sql,
+            param: None,
+            retried: false,
+            req,
+        }
+    }
 }
 
 /// What each request of the batch is waiting for.
@@ -62,11 +76,7 @@ pub async fn run<C: KvConn>(
     let writes = reqs.iter().any(Req::writes);
     let mut round: Vec<Stmt> = Vec::new();
     if writes {
-        round.push(Stmt {
-            sql: b"BEGIN".to_vec(),
-            param: None,
-            req: None,
-        });
+        round.push(Stmt::text(b"BEGIN".to_vec(), None));
     }
     let mut i = 0;
     while i < reqs.len() {
@@ -82,6 +92,7 @@ pub async fn run<C: KvConn>(
             round.push(Stmt {
                 sql: s,
                 param,
+                retried: false,
                 req: Some(i),
             });
             let n = (j - i) as u64;
@@ -106,11 +117,7 @@ pub async fn run<C: KvConn>(
             Action::Insert(values) => {
                 let mut s = Vec::new();
                 sql::insert(d, &mut s, &r.index, values);
-                round.push(Stmt {
-                    sql: s,
-                    param: None,
-                    req: Some(i),
-                });
+                round.push(Stmt::text(s, Some(i)));
                 pending.push(Pending::Insert(None));
             }
             Action::Find(f) => {
@@ -129,11 +136,7 @@ pub async fn run<C: KvConn>(
                         continue;
                     }
                 };
-                round.extend(stmts.into_iter().map(|sql| Stmt {
-                    sql,
-                    param: None,
-                    req: Some(i),
-                }));
+                round.extend(stmts.into_iter().map(|sql| Stmt::text(sql, Some(i))));
                 pending.push(Pending::Find {
                     layout,
                     outcomes: Vec::new(),
@@ -156,11 +159,7 @@ pub async fn run<C: KvConn>(
         i += 1;
     }
     if writes {
-        round.push(Stmt {
-            sql: b"COMMIT".to_vec(),
-            param: None,
-            req: None,
-        });
+        round.push(Stmt::text(b"COMMIT".to_vec(), None));
     }
     execute(conn, round, &mut pending, &mut groups, d, writes).await?;
     for (members, outcome) in &groups {
@@ -344,8 +343,10 @@ async fn execute<C: KvConn>(
         let mut done = 0;
         let mut failed_req = None;
         let mut stuck = None;
+        let mut again = false;
         for (which, o) in sent.iter().zip(outcomes) {
-            let failed = matches!(o, Outcome::Failed { .. });
+            // A statement whose rows Sluice dropped ran: the server went on.
+            let failed = matches!(&o, Outcome::Failed { message, .. } if message != TOO_LARGE);
             let Some(k) = *which else {
                 // BEGIN, COMMIT or a savepoint failed: nothing more can run.
                 if let Outcome::Failed { message, .. } = o {
@@ -366,6 +367,13 @@ async fn execute<C: KvConn>(
                 _ => {}
             }
             if let Some(r) = stmts[k].req {
+                let st = &mut stmts[k];
+                if failed && st.param.is_some() && !st.retried && d.stale_statement(&o) {
+                    // A read on a stale prepared copy: it ran nothing; run it again.
+                    st.retried = true;
+                    (done, again, rollback) = (k, true, guard);
+                    continue;
+                }
                 if failed {
                     failed_req = Some(r);
                     rollback = guard;
@@ -385,7 +393,7 @@ async fn execute<C: KvConn>(
         stmts = stmts.split_off(done.min(stmts.len()));
         match failed_req {
             Some(r) => stmts.retain(|s| s.req != Some(r)),
-            None if done == 0 && !stmts.is_empty() => break,
+            None if done == 0 && !again && !stmts.is_empty() => break,
             None => {}
         }
     }

@@ -151,7 +151,8 @@ const MISSING_FOR: std::time::Duration = std::time::Duration::from_secs(1);
 /// Most missing tables remembered at once.
 const MAX_MISSING: usize = 4096;
 
-/// Most requests one batch takes (the rest wait for the next). Kept well below what is
+/// Requests at which a batch stops taking queued jobs (the rest wait for the next; a
+/// job is one client read, so a batch may hold a little more). Kept well below what is
 /// in flight under load, so that requests wait in the queue while the server works and
 /// a connection coming back finds its next batch ready: with 1,024 on 2 connections and
 /// 2,048 lookups in flight, all of them sat in the server at once and the cores idled
@@ -298,14 +299,16 @@ async fn work<B: KvBackend>(
         {
             let mut rx = queue.lock().await;
             let Some(first) = rx.recv().await else { return };
+            let size = |j: &Job| match j {
+                Job::Batch { reqs, .. } => reqs.len(),
+                Job::Describe { .. } => 0,
+            };
+            let mut n = size(&first);
             jobs.push(first);
-            let mut n = 0;
             while n < MAX_BATCH {
                 match rx.try_recv() {
                     Ok(j) => {
-                        if let Job::Batch { reqs, .. } = &j {
-                            n += reqs.len();
-                        }
+                        n += size(&j);
                         jobs.push(j);
                     }
                     Err(_) => break,

@@ -94,11 +94,7 @@ pub(super) fn modify_writes(
             }
         }
         if !s.is_empty() {
-            stmts.push(Stmt {
-                sql: s,
-                param: None,
-                req: Some(i),
-            });
+            stmts.push(Stmt::text(s, Some(i)));
         }
     }
     if m.returning {

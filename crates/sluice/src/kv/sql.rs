@@ -46,6 +46,12 @@ pub trait Dialect: Send + Sync + 'static {
     fn loses_transaction(&self, _code: u32) -> bool {
         false
     }
+    /// Whether a statement with a parameter failed because the connection's prepared copy
+    /// of it no longer fits (its table changed) or is gone: it is run once more, the
+    /// connection preparing it afresh.
+    fn stale_statement(&self, _o: &super::Outcome) -> bool {
+        false
+    }
     /// Appends the condition of a grouped lookup on the key column that precedes it: an
     /// IN list by default. Some: the dialect passes the keys as one parameter instead
     /// (PostgreSQL's `= ANY($1)`, so that one prepared statement serves every size), and

@@ -281,6 +281,11 @@ impl Dialect for PgDialect {
         true
     }
 
+    fn stale_statement(&self, o: &Outcome) -> bool {
+        // "cached plan must not change result type"; "prepared statement does not exist".
+        matches!(o, Outcome::Failed { message, .. } if message == "0A000" || message == "26000")
+    }
+
     fn no_columns(&self) -> &'static [u8] {
         b" DEFAULT VALUES"
     }
@@ -328,10 +333,11 @@ impl KvConn for PgKvConn {
         for n in std::mem::take(&mut self.orphans) {
             encode::target(&mut out, b'C', b'S', &statement_name(n));
         }
-        let mut fresh = Vec::new();
-        for s in stmts {
+        // Which statements' Parse goes out in this round.
+        let mut fresh = vec![false; stmts.len()];
+        for (s, fresh) in stmts.iter().zip(&mut fresh) {
             let name = match s.param {
-                Some(_) => self.prepare(s.sql, &mut out, &mut fresh),
+                Some(_) => self.prepare(s.sql, &mut out, fresh),
                 None => {
                     encode::parse(&mut out, b"", s.sql, &[0, 0]);
                     Vec::new()
@@ -353,11 +359,18 @@ impl KvConn for PgKvConn {
         }
         encode::sync(&mut out);
         let outcomes = self.conn.kv_round(&out).await?;
-        if outcomes.iter().any(|o| matches!(o, Outcome::Failed { .. })) {
-            // The server skipped the Parses after the failure and kept those before it;
-            // not knowing which is which, forget them all and close them next round.
-            for sql in fresh {
-                if let Some(n) = self.prepared.remove(&sql) {
+        if let Some(at) = outcomes
+            .iter()
+            .position(|o| matches!(o, Outcome::Failed { .. }))
+        {
+            // The server skipped the Parses after the failure and kept those before it.
+            // The failing statement itself may be a stale copy (its table's columns
+            // changed type: 0A000): forget it too, and close it in the next round.
+            for (i, s) in stmts.iter().enumerate().skip(at) {
+                if s.param.is_some()
+                    && (i == at || fresh[i])
+                    && let Some(n) = self.prepared.remove(s.sql)
+                {
                     self.orphans.push(n);
                 }
             }
@@ -368,9 +381,9 @@ impl KvConn for PgKvConn {
 
 impl PgKvConn {
     /// The name of `sql`'s prepared statement, writing its Parse first where the
-    /// connection lacks it (`fresh` notes it); empty (the unnamed statement, parsed
+    /// connection lacks it (`fresh` says so); empty (the unnamed statement, parsed
     /// here) when the connection holds as many as it may.
-    fn prepare(&mut self, sql: &[u8], out: &mut BytesMut, fresh: &mut Vec<Vec<u8>>) -> Vec<u8> {
+    fn prepare(&mut self, sql: &[u8], out: &mut BytesMut, fresh: &mut bool) -> Vec<u8> {
         if let Some(&n) = self.prepared.get(sql) {
             return statement_name(n);
         }
@@ -382,7 +395,7 @@ impl PgKvConn {
         let name = statement_name(self.last);
         encode::parse(out, &name, sql, &[0, 0]);
         self.prepared.insert(sql.to_vec(), self.last);
-        fresh.push(sql.to_vec());
+        *fresh = true;
         name
     }
 }
