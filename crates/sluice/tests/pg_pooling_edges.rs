@@ -334,3 +334,32 @@ async fn a_statement_is_shared_only_under_the_same_parse_settings() {
     }
     h.shutdown(std::time::Duration::from_secs(5)).await;
 }
+
+/// A client that changes DateStyle after preparing gets its statement under the name
+/// for its new settings: a connection that has to prepare it again (here after the
+/// statement cache evicted it) parses it under the new settings, and that copy must not
+/// serve the clients still on the old ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_reprepared_after_a_settings_change_serves_only_the_new_settings() {
+    let pg = pg();
+    let h = sluice(&config_text(&pg, 1, "5s", "")).await;
+    let (a, b) = (app(addr(&h, "txauth")).await, app(addr(&h, "txauth")).await);
+    for c in [&a, &b] {
+        c.batch_execute("set datestyle = 'ISO, DMY'").await.unwrap();
+    }
+    let sql = "select ('01/02/2020'::date)::text";
+    let s = a.prepare(sql).await.unwrap();
+    let got: String = a.query_one(&s, &[]).await.unwrap().get(0);
+    assert_eq!(got, "2020-02-01");
+    // More statements than the connection's cache holds (8) push it out.
+    for i in 0..9 {
+        let other = a.prepare(&format!("select {i}")).await.unwrap();
+        a.query_one(&other, &[]).await.unwrap();
+    }
+    a.batch_execute("set datestyle = 'ISO, MDY'").await.unwrap();
+    a.query_one(&s, &[]).await.unwrap();
+    let s = b.prepare(sql).await.unwrap();
+    let got: String = b.query_one(&s, &[]).await.unwrap().get(0);
+    assert_eq!(got, "2020-02-01", "a DMY client got the MDY client's copy");
+    h.shutdown(std::time::Duration::from_secs(5)).await;
+}

@@ -111,7 +111,8 @@ impl Relay {
         }
         // Describe of the portal only: the unnamed statement is not the client's here.
         let statement = |&(t, b): &(u8, &[u8])| t == fe::DESCRIBE && b.first() == Some(&b'S');
-        let st = self.stmts.get(name)?;
+        let parsed_under = self.s.parse_fingerprint();
+        let st = self.stmts.current(name, parsed_under)?;
         if frames.iter().any(statement) || !self.plain(&st.query) {
             return None;
         }

@@ -250,11 +250,11 @@ impl Relay {
                 let Some((name, query, types)) = msg::parse(body) else {
                     return false;
                 };
-                let hash = stmts::hash(query, types, self.s.parse_fingerprint());
-                if name.is_empty() || !self.s.pool.knows_statement(hash) {
+                let fp = self.s.parse_fingerprint();
+                if name.is_empty() || !self.s.pool.knows_statement(stmts::hash(query, types, fp)) {
                     return false;
                 }
-                let stmt = new_stmt(hash, query, types, self.shared.effects.of(query));
+                let stmt = new_stmt(query, types, self.shared.effects.of(query), fp);
                 self.stmts.insert(Bytes::copy_from_slice(name), stmt);
                 let t = self.token();
                 self.tracker
@@ -403,10 +403,10 @@ impl Relay {
             return Ok(());
         }
         let stmt = new_stmt(
-            stmts::hash(query, types, self.s.parse_fingerprint()),
             query,
             types,
             self.shared.effects.of(query),
+            self.s.parse_fingerprint(),
         );
         let name = Bytes::copy_from_slice(name);
         self.stmts.insert(name.clone(), stmt.clone());
@@ -430,7 +430,8 @@ impl Relay {
         let stmt = if name.is_empty() {
             None
         } else {
-            self.stmts.get(name)
+            let fp = self.s.parse_fingerprint();
+            self.stmts.current(name, fp)
         };
         let effects = match &stmt {
             Some(s) => s.effects.clone(),
@@ -481,7 +482,8 @@ impl Relay {
     fn describe(&mut self, frame: &[u8], body: &[u8]) -> Result<(), Error> {
         let (kind, name) =
             msg::target(body).ok_or_else(|| Error::protocol("malformed Describe message"))?;
-        match (kind, self.stmts.get(name)) {
+        let fp = self.s.parse_fingerprint();
+        match (kind, self.stmts.current(name, fp)) {
             (b'S', Some(s)) if !name.is_empty() => {
                 self.ensure_prepared(&s);
                 encode::target(&mut self.io.to_server, fe::DESCRIBE, b'S', &s.global);
@@ -519,12 +521,11 @@ impl Relay {
     }
 }
 
-fn new_stmt(hash: u128, query: &[u8], types: &[u8], effects: Effects) -> Arc<Stmt> {
-    Arc::new(Stmt {
-        hash,
-        global: stmts::global_name(hash),
-        query: Bytes::copy_from_slice(query),
-        types: Bytes::copy_from_slice(types),
+fn new_stmt(query: &[u8], types: &[u8], effects: Effects, parsed_under: u64) -> Arc<Stmt> {
+    Arc::new(Stmt::new(
+        Bytes::copy_from_slice(query),
+        Bytes::copy_from_slice(types),
         effects,
-    })
+        parsed_under,
+    ))
 }

@@ -16,6 +16,22 @@ pub struct Stmt {
     /// Parameter type count and oids, as in the Parse message.
     pub types: Bytes,
     pub effects: Effects,
+    /// The fingerprint of the settings it is parsed under (part of `hash`).
+    pub parsed_under: u64,
+}
+
+impl Stmt {
+    pub fn new(query: Bytes, types: Bytes, effects: Effects, parsed_under: u64) -> Stmt {
+        let hash = hash(&query, &types, parsed_under);
+        Stmt {
+            hash,
+            global: global_name(hash),
+            query,
+            types,
+            effects,
+            parsed_under,
+        }
+    }
 }
 
 /// A 128-bit hash of query text, parameter types and the fingerprint of the settings
@@ -42,8 +58,22 @@ pub struct Statements {
 }
 
 impl Statements {
-    pub fn get(&self, name: &[u8]) -> Option<Rc<Stmt>> {
-        self.map.get(name).cloned()
+    /// The statement `name` for a client whose settings now have fingerprint
+    /// `parsed_under`: the one it prepared, or, if its settings changed since, the same
+    /// text under the pool-wide name for the current settings. A server connection
+    /// lacking the statement prepares it under the client's current settings, and that
+    /// copy must not go by a name other clients reach with the old ones.
+    pub fn current(&mut self, name: &[u8], parsed_under: u64) -> Option<Rc<Stmt>> {
+        let st = self.map.get_mut(name)?;
+        if st.parsed_under != parsed_under {
+            *st = Rc::new(Stmt::new(
+                st.query.clone(),
+                st.types.clone(),
+                st.effects.clone(),
+                parsed_under,
+            ));
+        }
+        Some(st.clone())
     }
 
     pub fn insert(&mut self, name: Bytes, stmt: Rc<Stmt>) {
