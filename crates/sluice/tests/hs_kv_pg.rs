@@ -279,3 +279,32 @@ async fn postgres_grouped_lookups_in_a_writing_batch() {
         .unwrap();
     assert_eq!(rows.trim(), "a,b,c,d,max");
 }
+
+/// An insert whose generated id comes back as a row (`RETURNING`) after earlier finds
+/// of the same round used up the round's answer budget: the row is inserted and the
+/// batch commits, so the insert answers success (its id unknown, 0), never an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_insert_past_the_round_budget_is_answered_as_done() {
+    let pg = common::pg();
+    // Rows of exactly 1 KiB as data rows (2 + 4 + 1,018 bytes): two fill a statement's
+    // 2 KiB, four finds the round's 8 KiB, so the insert's returned id does not fit.
+    pg.psql(
+        "app",
+        "CREATE TABLE public.t (k serial PRIMARY KEY, v varchar(2000)); \
+         INSERT INTO public.t (v) SELECT repeat('x', 1018) FROM generate_series(1, 10)",
+    )
+    .unwrap();
+    let text = format!("[general]\nmax_message_size = \"2KiB\"\n{}", pg_config(&pg));
+    let h = common::sluice(&text).await;
+    let mut c = client(common::addr(&h, "w")).await;
+    let mut lines: Vec<String> = vec!["P\t1\tpublic\tt\tPRIMARY\tv".into()];
+    lines.extend((0..4).map(|_| "1\t>=\t1\t1\t1000\t0".to_string()));
+    lines.push("1\t+\t1\tnew".into());
+    let got = ask(&mut c, &lines).await;
+    assert!(got[1..5].iter().all(|a| a == "1\t1\ttoolarge"), "{got:?}");
+    assert!(got[5].starts_with("0\t1"), "{got:?}");
+    let n = pg
+        .psql("app", "SELECT count(*) FROM public.t WHERE v = 'new'")
+        .unwrap();
+    assert_eq!(n.trim(), "1");
+}

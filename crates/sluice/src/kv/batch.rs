@@ -445,6 +445,12 @@ fn answer_insert(out: &mut Vec<u8>, r: &Req, o: Option<Outcome>) {
                 insert_id: id,
             })
         }
+        // Its returned row was dropped (the round's answers were over the cap), but the
+        // row is inserted and the batch commits: say so, with the id unknown (0).
+        Some(Outcome::Failed { message, .. }) if message == TOO_LARGE => Some(Outcome::Done {
+            affected: 1,
+            insert_id: 0,
+        }),
         o => o,
     };
     match o {

@@ -361,7 +361,7 @@ impl KvConn for PgKvConn {
         let outcomes = self.conn.kv_round(&out).await?;
         if let Some(at) = outcomes
             .iter()
-            .position(|o| matches!(o, Outcome::Failed { .. }))
+            .position(|o| matches!(o, Outcome::Failed { message, .. } if message != TOO_LARGE))
         {
             // The server skipped the Parses after the failure and kept those before it.
             // The failing statement itself may be a stale copy (its table's columns
