@@ -8,21 +8,19 @@ mod lines;
 
 use lines::{ask, ask_bytes, client};
 use std::sync::atomic::Ordering;
+use tokio::io::BufReader;
+use tokio::net::TcpStream;
 
 /// On PostgreSQL a deferred unique constraint fails at COMMIT: no write of the batch may
 /// be answered as done, and the connection serves the next batch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_commit_answers_every_write_with_an_error() {
-    let pg = common::pg();
-    pg.psql(
-        "app",
+    let (pg, _h, mut c) = start(
         "CREATE TABLE public.d (k int PRIMARY KEY, u int UNIQUE DEFERRABLE INITIALLY DEFERRED); \
          INSERT INTO public.d VALUES (1, 10)",
+        None,
     )
-    .unwrap();
-    let text = pg_config(&pg);
-    let h = common::sluice(&text).await;
-    let mut c = client(common::addr(&h, "w")).await;
+    .await;
     let got = ask(
         &mut c,
         &[
@@ -59,21 +57,38 @@ fn pg_config(pg: &sluice_testkit::PgServer) -> String {
     )
 }
 
+/// A PostgreSQL server with the tables `sql` makes, Sluice's read-write listener over it
+/// (with `max_message_size` set to `cap`, if given), and a client of that listener.
+async fn start(
+    sql: &str,
+    cap: Option<&str>,
+) -> (
+    sluice_testkit::PgServer,
+    sluice::server::Handle,
+    BufReader<TcpStream>,
+) {
+    let pg = common::pg();
+    pg.psql("app", sql).unwrap();
+    let general = cap.map_or(String::new(), |c| {
+        format!("[general]\nmax_message_size = \"{c}\"\n")
+    });
+    let h = common::sluice(&format!("{general}{}", pg_config(&pg))).await;
+    let c = client(common::addr(&h, "w")).await;
+    (pg, h, c)
+}
+
 /// Values PostgreSQL cannot take fail their own request only, in reads and in writes;
 /// an insert that names no column works; a table whose only unique index allows NULL
 /// cannot be modified (a NULL key would name several rows).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_values_on_postgres_fail_alone() {
-    let pg = common::pg();
-    pg.psql(
-        "app",
+    let (_pg, _h, mut c) = start(
         "CREATE TABLE public.t (k serial PRIMARY KEY, v varchar(10)); \
          INSERT INTO public.t (v) VALUES ('a'); \
          CREATE TABLE public.n (u int UNIQUE, w int); INSERT INTO public.n VALUES (NULL, 1), (NULL, 2)",
+        None,
     )
-    .unwrap();
-    let h = common::sluice(&pg_config(&pg)).await;
-    let mut c = client(common::addr(&h, "w")).await;
+    .await;
     let got = ask(
         &mut c,
         &[
@@ -114,16 +129,13 @@ async fn bad_values_on_postgres_fail_alone() {
 /// and a column changing type under the prepared statements does not fail them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_grouped_lookups_survive_a_failure_in_their_round() {
-    let pg = common::pg();
-    pg.psql(
-        "app",
+    let (pg, h, mut c) = start(
         "CREATE TABLE public.g (id int PRIMARY KEY, d date, v text); \
          CREATE INDEX g_d ON public.g (d); \
          INSERT INTO public.g SELECT i, DATE '2020-01-01' + i, 'v' || i FROM generate_series(1, 9) i",
+        None,
     )
-    .unwrap();
-    let h = common::sluice(&pg_config(&pg)).await;
-    let mut c = client(common::addr(&h, "w")).await;
+    .await;
     let open = ask(
         &mut c,
         &[
@@ -200,16 +212,12 @@ async fn postgres_grouped_lookups_survive_a_failure_in_their_round() {
 /// rolls back to its savepoint for: the writes around it stand.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_over_the_cap_in_a_writing_batch_on_postgres() {
-    let pg = common::pg();
-    pg.psql(
-        "app",
+    let (pg, _h, mut c) = start(
         "CREATE TABLE public.t (k int PRIMARY KEY, v varchar(200)); \
          INSERT INTO public.t SELECT i, repeat('x', 100) FROM generate_series(1, 100) i",
+        Some("2KiB"),
     )
-    .unwrap();
-    let text = format!("[general]\nmax_message_size = \"2KiB\"\n{}", pg_config(&pg));
-    let h = common::sluice(&text).await;
-    let mut c = client(common::addr(&h, "w")).await;
+    .await;
     let got = ask(
         &mut c,
         &[
@@ -236,15 +244,12 @@ async fn an_answer_over_the_cap_in_a_writing_batch_on_postgres() {
 /// that the reference clips to the column's range; keys that all miss.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_grouped_lookups_in_a_writing_batch() {
-    let pg = common::pg();
-    pg.psql(
-        "app",
+    let (pg, _h, mut c) = start(
         "CREATE TABLE public.s (id smallint PRIMARY KEY, v text); \
          INSERT INTO public.s VALUES (1, 'a'), (2, 'b'), (3, 'c'), (32767, 'max')",
+        None,
     )
-    .unwrap();
-    let h = common::sluice(&pg_config(&pg)).await;
-    let mut c = client(common::addr(&h, "w")).await;
+    .await;
     let got = ask(
         &mut c,
         &[
@@ -285,18 +290,14 @@ async fn postgres_grouped_lookups_in_a_writing_batch() {
 /// batch commits, so the insert answers success (its id unknown, 0), never an error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_insert_past_the_round_budget_is_answered_as_done() {
-    let pg = common::pg();
     // Rows of exactly 1 KiB as data rows (2 + 4 + 1,018 bytes): two fill a statement's
     // 2 KiB, four finds the round's 8 KiB, so the insert's returned id does not fit.
-    pg.psql(
-        "app",
+    let (pg, _h, mut c) = start(
         "CREATE TABLE public.t (k serial PRIMARY KEY, v varchar(2000)); \
          INSERT INTO public.t (v) SELECT repeat('x', 1018) FROM generate_series(1, 10)",
+        Some("2KiB"),
     )
-    .unwrap();
-    let text = format!("[general]\nmax_message_size = \"2KiB\"\n{}", pg_config(&pg));
-    let h = common::sluice(&text).await;
-    let mut c = client(common::addr(&h, "w")).await;
+    .await;
     let mut lines: Vec<String> = vec!["P\t1\tpublic\tt\tPRIMARY\tv".into()];
     lines.extend((0..4).map(|_| "1\t>=\t1\t1\t1000\t0".to_string()));
     lines.push("1\t+\t1\tnew".into());
