@@ -80,6 +80,9 @@ pub struct Tracker {
     copy_in: bool,
     /// Transaction status of the last ReadyForQuery, for answers Sluice gives itself.
     status: u8,
+    /// An extended-protocol request failed and no Sync was in flight yet: the server
+    /// ignores everything up to the next Sync, however much more the client sends.
+    skipping: bool,
 }
 
 impl Tracker {
@@ -97,6 +100,18 @@ impl Tracker {
 
     /// Records a message just written to the server.
     pub fn push(&mut self, kind: Kind, origin: Origin, token: u64) {
+        if self.skipping && kind != Kind::Sync {
+            // The server ignores it (a simple Query too), and so does its answer.
+            if kind != Kind::CopyEnd {
+                self.done.push(Done {
+                    token,
+                    kind,
+                    outcome: Outcome::Skipped,
+                });
+            }
+            return;
+        }
+        self.skipping = false;
         match kind {
             Kind::CopyEnd if self.copy_in => self.copy_in = false,
             // Outside copy mode the server ignores CopyDone / CopyFail.
@@ -137,9 +152,10 @@ impl Tracker {
         }
     }
 
-    /// No request in flight.
+    /// No request in flight, and the server waits for nothing (not for a Sync that
+    /// ends an error's skipping).
     pub fn is_idle(&self) -> bool {
-        self.queue.iter().all(|e| e.kind == Kind::CopyEnd)
+        !self.skipping && self.queue.iter().all(|e| e.kind == Kind::CopyEnd)
     }
 
     /// The token of the request the next server frame belongs to.
@@ -224,6 +240,9 @@ impl Tracker {
                     }
                     self.complete(Outcome::Skipped);
                 }
+                // The client has not sent its Sync yet: what it sends until then is
+                // skipped by the server too.
+                self.skipping = self.queue.is_empty();
             }
             (Kind::Parse, b'1')
             | (Kind::Bind, b'2')
@@ -261,6 +280,7 @@ impl Tracker {
         self.queue.clear();
         self.done.clear();
         self.copy_in = false;
+        self.skipping = false;
     }
 
     /// Whether the head request is one Sluice sent by itself.
@@ -339,6 +359,42 @@ mod tests {
                 (6, Outcome::Ok)
             ]
         );
+    }
+
+    #[test]
+    fn error_before_the_sync_was_sent_skips_what_follows() {
+        // The client pipelines rows; one Execute fails before the rest (and the Sync)
+        // reached Sluice. The server skips everything up to the Sync and answers one
+        // ReadyForQuery.
+        let mut t = Tracker::new();
+        t.push(Kind::Parse, Origin::Client, 1);
+        t.push(Kind::Bind, Origin::Client, 2);
+        t.push(Kind::Execute, Origin::Client, 3);
+        let (fwd, _) = run(&mut t, b"12E");
+        assert_eq!(fwd, [true; 3]);
+        assert!(!t.is_idle(), "the server still waits for a Sync");
+        for token in 4..40 {
+            let kind = [Kind::Bind, Kind::Execute, Kind::Query][token as usize % 3];
+            t.push(kind, Origin::Client, token);
+            assert!(!t.is_idle());
+        }
+        t.push(Kind::Close, Origin::Synthetic(Bytes::from_static(b"3")), 40);
+        t.push(Kind::Sync, Origin::Client, 41);
+        let (fwd, out) = run(&mut t, b"Z");
+        assert_eq!(fwd, [true]);
+        assert!(out.is_empty(), "a skipped synthetic answer is never sent");
+        assert!(t.is_idle());
+        let done: Vec<_> = t.take_done().map(|d| (d.token, d.outcome)).collect();
+        assert_eq!(done.len(), 41);
+        assert_eq!(done[2], (3, Outcome::Failed));
+        assert!(done[3..40].iter().all(|d| d.1 == Outcome::Skipped));
+        assert_eq!(done[40], (41, Outcome::Ok));
+        // The next batch is tracked normally.
+        t.push(Kind::Bind, Origin::Client, 42);
+        t.push(Kind::Sync, Origin::Client, 43);
+        let (fwd, _) = run(&mut t, b"2Z");
+        assert_eq!(fwd, [true; 2]);
+        assert!(t.is_idle());
     }
 
     #[test]
