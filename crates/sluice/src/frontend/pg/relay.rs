@@ -74,6 +74,9 @@ impl Unnamed {
 pub(super) enum End {
     ClientLeft,
     Terminated,
+    /// The server sent the client a FATAL error and closed the connection: the client
+    /// has its answer, as it would directly, and gets nothing more.
+    ServerClosed,
     Shutdown,
     Failed(Error),
 }
@@ -121,6 +124,8 @@ pub(super) struct Relay {
     pub muxed: Option<Arc<crate::mux::Answer>>,
     /// The client went away while its answer was on its way.
     client_gone: bool,
+    /// The server sent the client a FATAL error: it is about to close the connection.
+    pub server_fatal: bool,
 }
 
 pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
@@ -152,6 +157,7 @@ pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
         fatal: None,
         muxed: None,
         client_gone: false,
+        server_fatal: false,
     };
     let end = r.main_loop().await;
     // Boxed: ending a session (flushing, resetting the connection) needs a large future,
@@ -210,6 +216,9 @@ impl Relay {
                 .map(|l| (&mut l.conn.stream, &mut l.conn.rbuf));
             let ev = self.io.next(server).await;
             let step = match ev {
+                Event::ServerRead(Ok(0) | Err(_)) if self.server_fatal => {
+                    return End::ServerClosed;
+                }
                 Event::ServerRead(Ok(0)) => Err(Error::server_gone(
                     "server closed the connection unexpectedly",
                 )),
@@ -299,7 +308,7 @@ impl Relay {
                 );
                 self.client_error(Severity::Fatal, &e);
             }
-            End::ClientLeft | End::Terminated => {}
+            End::ClientLeft | End::Terminated | End::ServerClosed => {}
         }
         if !matches!(end, End::ClientLeft) {
             self.io.flush_client_now().await;
@@ -316,7 +325,8 @@ impl Relay {
             End::Failed(Error {
                 kind: Kind::ServerGone | Kind::Desync,
                 ..
-            }) => lease.discard(),
+            })
+            | End::ServerClosed => lease.discard(),
             _ if clean => {
                 let needs_reset = self.s.mode == PoolMode::Session
                     || self.status != b'I'

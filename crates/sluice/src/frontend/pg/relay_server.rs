@@ -31,6 +31,14 @@ fn rename_sender(shared: &crate::shared::Shared, frame: &mut [u8]) {
     }
 }
 
+/// An ErrorResponse that ends the server connection.
+fn fatal(body: &[u8]) -> bool {
+    matches!(
+        msg::error_field(body, b'V').or_else(|| msg::error_field(body, b'S')),
+        Some("FATAL" | "PANIC")
+    )
+}
+
 /// Server frames Sluice reads whole; rows and copy data stream through when large.
 fn whole(tag: u8) -> bool {
     tag != be::DATA_ROW && tag != be::COPY_DATA
@@ -92,6 +100,9 @@ impl Relay {
                                 .extend_from_slice(msg::command_tag(body).unwrap_or_default());
                         }
                         _ => {}
+                    }
+                    if fwd && h.tag == be::ERROR_RESPONSE && fatal(body) {
+                        self.server_fatal = true;
                     }
                     if fwd {
                         let at = self.io.to_client.len();
