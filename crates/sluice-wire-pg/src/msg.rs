@@ -98,6 +98,12 @@ pub fn startup_request(frame: &[u8]) -> Option<StartupRequest> {
             pid: be_i32(&frame[8..])?,
             secret: be_i32(&frame[12..])?,
         }),
+        // A protocol version the server does not speak is refused before its
+        // parameters are looked at.
+        _ if code >> 16 != 3 => Some(StartupRequest::Startup {
+            version: code,
+            params: Vec::new(),
+        }),
         _ => {
             let mut rest = &frame[8..];
             let mut params = Vec::new();

@@ -57,9 +57,9 @@ async fn malformed_unknown_and_oversized_messages() {
         assert_eq!(error_code(&body).as_str(), "08P01");
         still_serves(a).await;
     }
-    // Garbage instead of a startup packet.
+    // A startup packet whose parameters have no terminator.
     let mut r = Raw::connect(addr(&h, "session")).await;
-    r.send(&[0, 0, 0, 9, 1, 2, 3, 4, 5]).await;
+    r.send(&[0, 0, 0, 10, 0, 3, 0, 0, b'u', b's']).await;
     let (tag, body) = r.frame().await.unwrap();
     assert_eq!((tag, error_code(&body).as_str()), (b'E', "08P01"));
 }

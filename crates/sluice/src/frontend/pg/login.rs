@@ -93,7 +93,7 @@ pub async fn login(
             Kind::Unsupported,
             Side::Client,
             format!(
-                "unsupported frontend protocol {}.{}",
+                "unsupported frontend protocol {}.{}: server supports 3.0 to 3.0",
                 version >> 16,
                 version & 0xffff
             ),

@@ -25,18 +25,29 @@ pub enum Start {
 /// Startup packets are small; a cap far below the message cap keeps junk out.
 const MAX_STARTUP: usize = 10_000;
 
+/// Reads one startup packet. A length no startup packet can have means the client
+/// does not speak the protocol at all (a message sent before the startup, an HTTP
+/// request): like the server, Sluice then closes the connection without a word.
 async fn read_startup_frame(stream: &mut Stream, buf: &mut BytesMut) -> Result<BytesMut> {
     loop {
         match frame::startup_frame(buf, MAX_STARTUP) {
             Ok(Some(n)) => return Ok(buf.split_to(n)),
             Ok(None) => {}
-            Err(e) => return Err(Error::protocol(format!("invalid startup packet: {e}"))),
+            Err(e) => {
+                return Err(Error::protocol(format!(
+                    "invalid length of startup packet: {e}"
+                )));
+            }
         }
         buf.reserve(1024);
-        if stream.read_buf(buf).await? == 0 {
-            return Err(Error::protocol(
-                "client closed the connection during startup",
-            ));
+        match stream.read_buf(buf).await {
+            Ok(0) => {
+                return Err(Error::protocol(
+                    "client closed the connection during startup",
+                ));
+            }
+            Ok(_) => {}
+            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -51,7 +62,8 @@ pub async fn negotiate(
     loop {
         let f = match read_startup_frame(&mut stream, &mut buf).await {
             Ok(f) => f,
-            Err(e) => return Err((e, Some(stream))),
+            // Nothing is answered: see read_startup_frame.
+            Err(e) => return Err((e, None)),
         };
         let Some(req) = msg::startup_request(&f) else {
             return Err((
