@@ -4,7 +4,6 @@
 //! nothing else); a client holding none has no query to kill, and KILL CONNECTION then
 //! closes its socket. Ids Sluice does not know go to the server unchanged.
 
-use super::queue_err;
 use parking_lot::Mutex;
 use sluice_wire_mysql::{consts, packet};
 use std::collections::HashMap;
@@ -172,6 +171,50 @@ pub fn parse_kill(sql: &[u8]) -> Option<(bool, u32)> {
     rest_ok.then_some((connection, id))
 }
 
+/// A statement that succeeds when the session's user may kill other users' threads
+/// and fails as the server's KILL would otherwise (1095), naming the thread the client
+/// asked for. MariaDB's privilege test: SUPER or CONNECTION ADMIN.
+fn may_kill_others_sql(id: u32) -> String {
+    format!(
+        "BEGIN NOT ATOMIC IF NOT EXISTS (SELECT 1 FROM information_schema.USER_PRIVILEGES \
+         WHERE GRANTEE = CONCAT('''', REPLACE(SUBSTRING(CURRENT_USER(), 1, \
+         LENGTH(CURRENT_USER()) - LOCATE('@', REVERSE(CURRENT_USER()))), '''', ''''''), \
+         '''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''') \
+         AND PRIVILEGE_TYPE IN ('SUPER', 'CONNECTION ADMIN')) THEN \
+         SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1095, \
+         MESSAGE_TEXT = 'You are not owner of thread {id}'; END IF; END"
+    )
+}
+
+/// What a KILL sent to the server waits for.
+pub(super) enum KillWait {
+    /// Nothing: the server's answer is all.
+    Nothing,
+    /// The target keeps its server connection until the KILL has run.
+    Aimed(Arc<Registered>),
+    /// The server says whether the killer may kill another user's threads; if it may,
+    /// KILL CONNECTION closes the target.
+    Allowed {
+        target: Arc<Registered>,
+        connection: bool,
+    },
+}
+
+impl KillWait {
+    /// The server answered the KILL (`ok`: successfully), or never will.
+    pub(super) fn answered(self, ok: bool) {
+        match self {
+            KillWait::Nothing => {}
+            KillWait::Aimed(t) => t.done(),
+            KillWait::Allowed { target, connection } => {
+                if ok && connection {
+                    target.close();
+                }
+            }
+        }
+    }
+}
+
 /// What to do with a KILL.
 pub(super) enum Kill {
     /// Not a KILL, or not of a Sluice client: the server decides.
@@ -205,35 +248,49 @@ impl super::relay::Relay {
         let Some(target) = self.shared.mysql.clients.get(id) else {
             return Kill::NotOurs;
         };
-        if !target.same_user(&self.s.kill.entry) {
-            let msg = format!("You are not owner of thread {id}");
-            queue_err(&mut self.io.to_client, 1, 1095, "HY000", &msg);
-            return Kill::Answered;
-        }
+        // Killing another user's thread takes a privilege (SUPER, CONNECTION ADMIN)
+        // that only the server knows the killer to have: wherever the KILL reaches a
+        // server connection of the target, the server decides; where it does not, the
+        // server is asked first.
+        let other = !target.same_user(&self.s.kill.entry);
         if let Some((mux, answer)) = target.muxed() {
             // On a shared connection: only its statement may be stopped, and only while
             // it is the one running; KILL CONNECTION closes the client alone.
-            if connection {
-                target.close();
-            } else if mux.running(&answer) {
-                self.kills.push_back(None);
+            if !connection && mux.running(&answer) {
+                self.kills.push_back(KillWait::Nothing);
                 return Kill::Server(format!("KILL QUERY {}", mux.thread()));
             }
-            return self.kill_answered();
+            return self.kill_without_server(target, connection, id, other);
         }
         match target.aim() {
             Some(t) => {
                 let what = if connection { "CONNECTION" } else { "QUERY" };
-                self.kills.push_back(Some(target));
+                self.kills.push_back(KillWait::Aimed(target));
                 Kill::Server(format!("KILL {what} {t}"))
             }
-            None => {
-                if connection {
-                    target.close();
-                }
-                self.kill_answered()
-            }
+            None => self.kill_without_server(target, connection, id, other),
         }
+    }
+
+    /// A KILL of a client that runs nothing on a server connection of its own: its
+    /// socket is closed (KILL CONNECTION), once the server has confirmed that the
+    /// killer may kill another user's threads.
+    fn kill_without_server(
+        &mut self,
+        target: Arc<Registered>,
+        connection: bool,
+        id: u32,
+        other: bool,
+    ) -> Kill {
+        if other {
+            self.kills
+                .push_back(KillWait::Allowed { target, connection });
+            return Kill::Server(may_kill_others_sql(id));
+        }
+        if connection {
+            target.close();
+        }
+        self.kill_answered()
     }
 
     /// Answers a KILL with OK.

@@ -29,6 +29,10 @@ pub(super) enum End {
     ClientLeft,
     Shutdown,
     Failed(Error),
+    /// The server closed the connection (after its own last word, if any) while the
+    /// client was between commands: the client sees it go as it would directly (the
+    /// server's wait_timeout), with nothing added.
+    ServerClosed,
 }
 
 /// What the client's next packets are.
@@ -83,7 +87,7 @@ pub(super) struct Relay {
     /// The client went away while its answer was on its way.
     client_gone: bool,
     /// Clients whose connection a KILL of ours is aimed at, oldest first.
-    pub(super) kills: VecDeque<Option<Arc<super::kill::Registered>>>,
+    pub(super) kills: VecDeque<super::kill::KillWait>,
     /// One entry per command awaiting its answer, in order.
     pub(super) origins: VecDeque<Origin>,
     pub(super) ledger: Ledger,
@@ -183,6 +187,7 @@ impl Relay {
                 .as_mut()
                 .map(|l| (&mut l.conn.stream, &mut l.conn.rbuf));
             let step = match self.io.next(server).await {
+                Event::ServerRead(Ok(0) | Err(_)) if self.at_rest() => Err(End::ServerClosed),
                 Event::ServerRead(Ok(0)) => Err(End::Failed(Error::server_gone(
                     "Lost connection to server during query",
                 ))),
@@ -384,7 +389,15 @@ impl Relay {
             return self.stmt_command(cmd, len);
         }
         if self.s.lease.is_none() {
-            match self.s.pool.lease().await {
+            let leased = self.s.pool.lease().await;
+            if leased.is_err()
+                && kill.is_some()
+                && let Some(k) = self.kills.pop_back()
+            {
+                // The KILL will not run.
+                k.answered(false);
+            }
+            match leased {
                 Ok(l) => {
                     tracing::trace!(client = self.s.id, server = l.conn.id, "lease");
                     self.s.lease = Some(l);
@@ -464,6 +477,14 @@ impl Relay {
             if rbuf.len() < 4 + len {
                 return Ok(());
             }
+            if !self.s_cont && self.origins.is_empty() && self.tracker.is_idle() {
+                // Nothing was asked: the server's last word before it closes the
+                // connection (MySQL's wait_timeout error, say) goes to the client as
+                // it is, and the session ends with it.
+                self.io.to_client.extend_from_slice(&rbuf[..4 + len]);
+                rbuf.advance(4 + len);
+                return Err(End::ServerClosed);
+            }
             let mut head = [0u8; HEAD];
             let hl = len.min(HEAD);
             head[..hl].copy_from_slice(&rbuf[4..4 + hl]);
@@ -542,8 +563,8 @@ impl Relay {
                     self.client_done(cmd, ok, effects, &head);
                 }
                 Some(Origin::Kill) => {
-                    if let Some(Some(t)) = self.kills.pop_front() {
-                        t.done();
+                    if let Some(k) = self.kills.pop_front() {
+                        k.answered(ok);
                     }
                 }
                 _ => {}
@@ -552,8 +573,8 @@ impl Relay {
     }
 
     async fn finish(&mut self, end: End) {
-        for t in self.kills.drain(..).flatten() {
-            t.done();
+        for k in self.kills.drain(..) {
+            k.answered(false);
         }
         match &end {
             End::Failed(e) => {
@@ -570,7 +591,7 @@ impl Relay {
                 );
                 queue_error(&mut self.io.to_client, 0, &e);
             }
-            End::ClientLeft => {}
+            End::ClientLeft | End::ServerClosed => {}
         }
         if !matches!(end, End::ClientLeft) {
             self.io.flush_client_now().await;
@@ -583,7 +604,8 @@ impl Relay {
             End::Failed(Error {
                 kind: Kind::ServerGone | Kind::Desync,
                 ..
-            }) => lease.discard(),
+            })
+            | End::ServerClosed => lease.discard(),
             // A pass-through pool cannot open connections: in session mode it never
             // hands one out again.
             _ if clean && (self.s.mode == PoolMode::Transaction || self.s.pool.can_open()) => {
