@@ -155,3 +155,97 @@ async fn junk_first_packets_answer_like_the_server() {
         1
     );
 }
+
+/// Sends a CancelRequest and waits for the other side to close the connection, as
+/// libpq does (so the server has acted on it when this returns).
+async fn cancel_and_wait(a: std::net::SocketAddr, pid: i32, secret: i32) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(a).await.unwrap();
+    let mut out = BytesMut::new();
+    fe::cancel_request(pid, secret, &mut out);
+    s.write_all(&out).await.unwrap();
+    let mut b = [0u8; 16];
+    let closed = tokio::time::timeout(Duration::from_secs(10), s.read(&mut b)).await;
+    assert!(closed.is_ok(), "the cancel connection was closed");
+}
+
+/// Cancels sent at random moments against short statements, while other clients run
+/// statements on the same few server connections: only a statement a cancel was aimed
+/// at ever fails with 57014. A cancel that arrives after its statement finished must
+/// not reach the client's next statement, nor another client's statement that the
+/// pool gave the connection to meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_cancel_cancels_nothing_else() {
+    let pg = pg();
+    let h = sluice(&config_text(&pg, 2, "5s", "")).await;
+    for listener in ["tx", "session"] {
+        let a = addr(&h, listener);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut bystanders = Vec::new();
+        for _ in 0..4 {
+            let c = app(a).await;
+            let stop = stop.clone();
+            bystanders.push(tokio::spawn(async move {
+                let mut n = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let sql = if n.is_multiple_of(2) {
+                        "select pg_sleep(0.001)"
+                    } else {
+                        "select 1"
+                    };
+                    if let Err(e) = c.simple_query(sql).await {
+                        panic!("a statement nobody cancelled failed: {e}");
+                    }
+                    n += 1;
+                }
+                n
+            }));
+        }
+        let mut cancellers = Vec::new();
+        for seed in 0..3u64 {
+            cancellers.push(tokio::spawn(async move {
+                use rand::{RngExt, SeedableRng};
+                let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+                let mut r = Raw::login(a, APP_USER, APP_PW, "app").await;
+                let mut cancelled = 0;
+                for i in 0..150 {
+                    let sleep = rng.random_range(1..4);
+                    let delay = Duration::from_micros(rng.random_range(0..5000));
+                    let (pid, secret) = (r.pid, r.secret);
+                    let cancel = tokio::spawn(async move {
+                        tokio::time::sleep(delay).await;
+                        cancel_and_wait(a, pid, secret).await;
+                    });
+                    let f = r.query(&format!("select pg_sleep(0.00{sleep})")).await;
+                    if f.iter().any(|f| f.0 == b'E' && error_code(&f.1) == "57014") {
+                        cancelled += 1;
+                    }
+                    cancel.await.unwrap();
+                    // The cancel was aimed at the statement before this one.
+                    let f = r.query(&format!("select {i}")).await;
+                    let errors: Vec<String> = f
+                        .iter()
+                        .filter(|f| f.0 == b'E')
+                        .map(|f| String::from_utf8_lossy(&f.1).into_owned())
+                        .collect();
+                    assert!(errors.is_empty(), "statement {i} failed: {errors:?}");
+                }
+                cancelled
+            }));
+        }
+        let mut cancelled = 0;
+        for c in cancellers {
+            cancelled += c.await.unwrap();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for b in bystanders {
+            assert!(b.await.unwrap() > 0, "{listener}");
+        }
+        // In transaction mode a cancel reaches a statement on a shared connection only
+        // while nothing is queued behind it, which this load makes rare.
+        assert!(
+            cancelled > 0 || listener == "tx",
+            "{listener}: some cancels reached their statement"
+        );
+    }
+}

@@ -161,10 +161,6 @@ pub trait MuxConn: PoolConn {
     fn io(&mut self) -> (&mut Stream, &mut BytesMut);
     /// The server's id of the connection (for KILL).
     fn thread(&self) -> u32;
-    /// Where a query running on it can be cancelled (PostgreSQL).
-    fn cancel_key(&self) -> Option<Arc<crate::cancel::ServerKey>> {
-        None
-    }
     /// Whether the connection is in the state a client with session fingerprint `fp`
     /// expects (nothing set on it, not in a transaction).
     fn fits(&mut self, fp: u64) -> bool;
@@ -326,7 +322,7 @@ impl<C: MuxConn> Muxes<C> {
         let mux = Arc::new(Mux {
             st: Mutex::new(MuxState {
                 thread: lease.conn.thread(),
-                cancel_key: lease.conn.cancel_key(),
+                cancel_key: lease.conn.cancel_key().cloned(),
                 stmts: lease.conn.take_stmts(),
                 stmt_cap: pool.settings.statement_cache,
                 ..MuxState::default()

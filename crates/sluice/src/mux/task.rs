@@ -35,7 +35,11 @@ pub(super) async fn run<C: MuxConn>(mux: Arc<Mux>, mut lease: Lease<C>) {
             let mut progressed = false;
             {
                 let mut st = mux.st.lock();
-                if !st.queue.is_empty() && inflight.len() <= IN_FLIGHT_LOW {
+                // While a cancel is on its way to the connection nothing new is written:
+                // it would run when the cancel lands (see cancel.rs).
+                let held =
+                    !st.queue.is_empty() && st.cancel_key.as_ref().is_some_and(|k| k.unsettled());
+                if !st.queue.is_empty() && inflight.len() <= IN_FLIGHT_LOW && !held {
                     out.extend_from_slice(&st.queue);
                     st.queue.clear();
                     for c in st.cmds.drain(..) {
@@ -47,7 +51,12 @@ pub(super) async fn run<C: MuxConn>(mux: Arc<Mux>, mut lease: Lease<C>) {
                     }
                     inflight.extend(st.pending.iter().skip(n).cloned());
                 }
-                if inflight.is_empty() && out.is_empty() && !flush {
+                if held && inflight.is_empty() && out.is_empty() {
+                    // Look again in a while.
+                    while timer.as_mut().poll(cx).is_ready() {
+                        timer.as_mut().reset(tokio::time::Instant::now() + BUSY);
+                    }
+                } else if inflight.is_empty() && out.is_empty() && !flush {
                     if st.retired {
                         return Poll::Ready(None);
                     }

@@ -68,6 +68,11 @@ pub trait PoolConn: Sized + Send + 'static {
     fn reset(&mut self, reset_query: &str)
     -> impl Future<Output = crate::error::Result<()>> + Send;
     fn close(self);
+    /// Where a query running on it can be cancelled (PostgreSQL): while a cancel is on
+    /// its way there, the connection goes to nobody (see `cancel.rs`).
+    fn cancel_key(&self) -> Option<&Arc<crate::cancel::ServerKey>> {
+        None
+    }
 }
 
 /// When a connection was opened and last given back.
@@ -155,10 +160,20 @@ impl<C: PoolConn> Lease<C> {
     }
 
     /// Gives the connection back without any reset: only when the session knows it clean.
+    /// A connection with a cancel request on its way goes back once the server has
+    /// acted on it (the request was aimed at the statement that ran here last).
     pub fn put_back(self) {
         let Lease { conn, mut slot } = self;
         slot.armed = false;
-        slot.pool.give_back(conn);
+        match conn.cancel_key().filter(|k| k.unsettled()).cloned() {
+            None => slot.pool.give_back(conn),
+            Some(key) => {
+                tokio::spawn(async move {
+                    key.settled().await;
+                    slot.pool.give_back(conn);
+                });
+            }
+        }
     }
 
     /// Resets the connection with the pool's reset query and gives it back; closes it if

@@ -83,11 +83,7 @@ pub async fn finish_startup(
         }
     }
     let addr: std::sync::Arc<str> = t.addr().into();
-    let key = std::sync::Arc::new(crate::cancel::ServerKey {
-        addr: addr.clone(),
-        pid,
-        secret,
-    });
+    let key = std::sync::Arc::new(crate::cancel::ServerKey::new(addr.clone(), pid, secret));
     Ok(ServerConn {
         stream,
         key,

@@ -290,6 +290,10 @@ pub struct Opener {
 }
 
 impl crate::pool::PoolConn for ServerConn {
+    fn cancel_key(&self) -> Option<&std::sync::Arc<crate::cancel::ServerKey>> {
+        Some(&self.key)
+    }
+
     type Opener = Opener;
     type Welcome = BTreeMap<String, String>;
 
@@ -390,10 +394,6 @@ impl crate::mux::MuxConn for ServerConn {
 
     fn thread(&self) -> u32 {
         self.pid as u32
-    }
-
-    fn cancel_key(&self) -> Option<std::sync::Arc<crate::cancel::ServerKey>> {
-        Some(self.key.clone())
     }
 
     fn fits(&mut self, fp: u64) -> bool {

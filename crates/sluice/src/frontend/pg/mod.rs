@@ -100,7 +100,9 @@ async fn admit(
     }
 }
 
-/// Sends a client's CancelRequest on to the server connection it is using now.
+/// Sends a client's CancelRequest on to the server connection it is using now, and
+/// returns once the server has acted on it (closed the cancel connection), so the
+/// client's cancel connection, closed after this, ends when it would directly.
 async fn cancel(shared: &Shared, pid: i32, secret: i32) {
     let Some(key) = shared.cancels.lookup(pid, secret) else {
         tracing::debug!(pid, "cancel request for an unknown or idle client");
@@ -117,8 +119,10 @@ async fn cancel(shared: &Shared, pid: i32, secret: i32) {
         .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
     {
         Ok(tcp) => {
-            // In transaction mode the connection may have gone to another client while
-            // connecting: cancel only if the client still uses it.
+            // From here until the server has acted on the request, the connection runs
+            // nothing new (see cancel.rs). In transaction mode it may have gone to
+            // another client while connecting: cancel only if the client still uses it.
+            let _in_flight = key.cancelling();
             if shared.cancels.lookup(pid, secret).as_ref() != Some(&key) {
                 return;
             }
@@ -126,7 +130,7 @@ async fn cancel(shared: &Shared, pid: i32, secret: i32) {
             if let Err(e) = write_all_flush(&mut s, &out).await {
                 tracing::debug!(error = %e, "sending cancel failed");
             }
-            // The server closes the connection once it has read the request.
+            // The server closes the connection once it has signalled the backend.
             let mut b = [0u8; 1];
             let _ = tokio::time::timeout(
                 std::time::Duration::from_secs(5),

@@ -280,12 +280,13 @@ impl Relay {
             && lease.conn.rbuf.is_empty()
             && !self.cscan.in_frame()
             && session::may_release(self.s.mode, self.at_rest, tx, &self.ledger)
+            && let Some(l) = self.s.lease.take()
         {
-            if let Some(l) = self.s.lease.take() {
-                tracing::trace!(client = self.s.cancel.key.0, server = l.conn.pid, "release");
-                l.put_back();
-            }
+            tracing::trace!(client = self.s.cancel.key.0, server = l.conn.pid, "release");
+            // The client's cancel key lets go of the connection before the pool takes it
+            // (which waits for a cancel already on its way).
             self.s.sync_cancel();
+            l.put_back();
         }
     }
 

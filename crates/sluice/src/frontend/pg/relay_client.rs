@@ -206,6 +206,14 @@ impl Relay {
                 return Ok(None);
             }
         }
+        if self.at_rest
+            && let Some(key) = self.s.lease.as_ref().map(|l| l.key.clone())
+            && key.unsettled()
+        {
+            // A cancel aimed at the client's last statement has not reached the server
+            // yet: the next one waits for it (see cancel.rs).
+            key.settled().await;
+        }
         self.at_rest = false;
         let tx = self.tx_mode();
         match tag {
