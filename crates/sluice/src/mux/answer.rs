@@ -5,7 +5,7 @@ use super::HIGH_WATER;
 use crate::error::Error;
 use bytes::BytesMut;
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::task::{Context, Poll, Waker};
 
 /// One client statement's answer, filled by the connection's task.
@@ -15,6 +15,8 @@ pub struct Answer {
     /// Replies to added commands still to drop (read for every unit: no lock).
     hide: AtomicU8,
     prepares: Option<(u128, u64)>,
+    /// The server said the prepared statement it ran is stale ([`super::Splitter::stale`]).
+    stale: AtomicBool,
 }
 
 /// Commands Sluice queued before a client's (closing and preparing a statement the
@@ -49,7 +51,18 @@ impl Answer {
             st: Mutex::default(),
             hide: AtomicU8::new(added.replies),
             prepares: added.prepares,
+            stale: AtomicBool::new(false),
         }
+    }
+
+    /// Whether the server said the prepared statement this answer ran can no longer run
+    /// as prepared (it must be prepared afresh).
+    pub fn stale(&self) -> bool {
+        self.stale.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn set_stale(&self) {
+        self.stale.store(true, Ordering::Relaxed);
     }
 
     /// Whether replies to added commands may still lead the answer.

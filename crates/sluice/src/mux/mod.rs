@@ -188,6 +188,11 @@ pub trait Splitter: Send + 'static {
     fn added_reply(&self, _unit: &[u8]) -> Option<bool> {
         Some(false)
     }
+    /// Whether a complete unit says the prepared statement the answer ran can no longer
+    /// run as prepared (it must be prepared afresh): see [`Answer::stale`].
+    fn stale(&self, _unit: &[u8]) -> bool {
+        false
+    }
 }
 
 /// The state an answer leaves a shared connection in.

@@ -185,6 +185,11 @@ fn split<S: Splitter>(
     let mut pos = 0;
     while let Some((len, end)) = splitter.unit(&rbuf[pos..])? {
         let unit_end = pos + len;
+        if splitter.stale(&rbuf[pos..unit_end])
+            && let Some(a) = inflight.front()
+        {
+            a.set_stale();
+        }
         if let Some(a) = inflight.front()
             && a.hiding()
             && let Some(ok) = splitter.added_reply(&rbuf[pos..unit_end])
@@ -358,5 +363,16 @@ mod tests {
         assert!(counted_on(&m));
         assert_eq!(taken(&first), ([BIND_OK, DONE, READY].concat(), true));
         assert_eq!(taken(&second), ([BIND_OK, DONE, READY].concat(), true));
+    }
+
+    #[test]
+    fn a_stale_statement_marks_its_answer() {
+        const STALE: &[u8] = b"E\0\0\0\x0cC0A000\0\0";
+        let m = mux();
+        let a = queue(&m, 0, false);
+        let b = queue(&m, 0, false);
+        feed(&m, &[&a, &b], &[STALE, READY, ERROR, READY]);
+        assert!(a.stale(), "0A000: the statement must be prepared afresh");
+        assert!(!b.stale(), "another error says nothing of the statement");
     }
 }

@@ -113,6 +113,12 @@ pub struct Pool<C: PoolConn> {
     /// Statements (by pool-wide hash) that a server of this pool has parsed without
     /// error: a client's Parse of one can be answered without a server connection.
     known_statements: Mutex<std::collections::HashSet<u128>>,
+    /// Pool-wide statements found stale (the server refused to run a copy prepared
+    /// before a schema change: PostgreSQL's 0A000): their text now goes by another
+    /// name, so that whoever prepares it again gets a fresh statement, on every
+    /// connection (see [`Pool::current_statement`]).
+    stale_statements: Mutex<std::collections::HashSet<u128>>,
+    any_stale: std::sync::atomic::AtomicBool,
     /// The parameters a server reports at login (ParameterStatus), as first seen.
     welcome: Mutex<Option<C::Welcome>>,
 }
@@ -216,6 +222,8 @@ impl<C: PoolConn> Pool<C> {
             waiting: Default::default(),
             wait_since: Mutex::new(None),
             known_statements: Mutex::new(Default::default()),
+            stale_statements: Mutex::new(Default::default()),
+            any_stale: Default::default(),
             welcome: Mutex::new(None),
         })
     }
@@ -245,6 +253,33 @@ impl<C: PoolConn> Pool<C> {
 
     pub fn knows_statement(&self, hash: u128) -> bool {
         self.known_statements.lock().contains(&hash)
+    }
+
+    /// The statement `hash` can no longer run anywhere (its copies were prepared
+    /// before a schema change): its text goes by a new name from now on.
+    pub fn statement_stale(&self, hash: u128) {
+        self.known_statements.lock().remove(&hash);
+        let mut stale = self.stale_statements.lock();
+        if stale.len() >= 100_000 {
+            // Forgetting makes clients meet the stale copies again, once each: they
+            // fail as they would directly, and are found stale again.
+            stale.clear();
+        }
+        stale.insert(hash);
+        self.any_stale.store(true, Ordering::Release);
+    }
+
+    /// The pool-wide hash a statement first hashed as `hash` goes by now: itself,
+    /// unless it was found stale; then the next in a chain every client follows alike.
+    pub fn current_statement(&self, mut hash: u128) -> u128 {
+        if !self.any_stale.load(Ordering::Acquire) {
+            return hash;
+        }
+        let stale = self.stale_statements.lock();
+        while stale.contains(&hash) {
+            hash = xxhash_rust::xxh3::xxh3_128(&hash.to_le_bytes());
+        }
+        hash
     }
 
     /// Whether the pool can open connections by itself (not a pass-through pool).

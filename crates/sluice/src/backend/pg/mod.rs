@@ -340,6 +340,13 @@ impl crate::mux::Splitter for Splitter {
         }
     }
 
+    fn stale(&self, unit: &[u8]) -> bool {
+        // "cached plan must not change result type"
+        unit.first() == Some(&b'E')
+            && sluice_wire_pg::msg::error_field(unit.get(5..).unwrap_or_default(), b'C')
+                == Some("0A000")
+    }
+
     fn unit(&mut self, buf: &[u8]) -> Result<Option<(usize, Option<crate::mux::Ended>)>> {
         let Some(len) = buf.get(1..5) else {
             return Ok(None);

@@ -112,7 +112,10 @@ impl Relay {
         // Describe of the portal only: the unnamed statement is not the client's here.
         let statement = |&(t, b): &(u8, &[u8])| t == fe::DESCRIBE && b.first() == Some(&b'S');
         let parsed_under = self.s.parse_fingerprint();
-        let st = self.stmts.current(name, parsed_under)?;
+        let pool = &self.s.pool;
+        let st = self
+            .stmts
+            .current(name, parsed_under, |h| pool.current_statement(h))?;
         if frames.iter().any(statement) || !self.plain(&st.query) {
             return None;
         }
@@ -142,6 +145,7 @@ impl Relay {
             fe::BIND
         });
         self.queued(queued)?;
+        self.muxed_stmt = Some(st.hash);
         Some(at)
     }
 

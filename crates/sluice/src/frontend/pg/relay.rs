@@ -39,6 +39,10 @@ pub(super) enum Action {
     /// The SETs Sluice replayed on a connection: if they fail, the session state is
     /// unknown and the session ends.
     Replay,
+    /// A Bind or Describe of the pool-wide statement `hash`: if the server answers
+    /// that its copy is stale (0A000, prepared before a schema change), the statement's
+    /// text goes by a new name from now on.
+    Uses { hash: u128 },
 }
 
 /// The client's last unnamed statement, kept in one reused buffer (it changes with
@@ -126,6 +130,10 @@ pub(super) struct Relay {
     client_gone: bool,
     /// The server sent the client a FATAL error: it is about to close the connection.
     pub server_fatal: bool,
+    /// The last error the server sent says a prepared statement's copy is stale.
+    pub stale_error: bool,
+    /// The pool-wide statement the client's round on a shared connection runs.
+    pub muxed_stmt: Option<u128>,
 }
 
 pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
@@ -158,6 +166,8 @@ pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
         muxed: None,
         client_gone: false,
         server_fatal: false,
+        stale_error: false,
+        muxed_stmt: None,
     };
     let end = r.main_loop().await;
     // Boxed: ending a session (flushing, resetting the connection) needs a large future,
@@ -198,6 +208,11 @@ impl Relay {
                 }
                 let Some(done) = done else { continue };
                 self.muxed = None;
+                if let Some(hash) = self.muxed_stmt.take()
+                    && answer.stale()
+                {
+                    self.s.pool.statement_stale(hash);
+                }
                 self.s.sync_cancel();
                 if let Err(e) = done {
                     return End::Failed(e);

@@ -259,10 +259,12 @@ impl Relay {
                     return false;
                 };
                 let fp = self.s.parse_fingerprint();
-                if name.is_empty() || !self.s.pool.knows_statement(stmts::hash(query, types, fp)) {
+                let pool = &self.s.pool;
+                let hash = pool.current_statement(stmts::hash(query, types, fp));
+                if name.is_empty() || !pool.knows_statement(hash) {
                     return false;
                 }
-                let stmt = new_stmt(query, types, self.shared.effects.of(query), fp);
+                let stmt = new_stmt(query, types, self.shared.effects.of(query), fp, pool);
                 self.stmts.insert(Bytes::copy_from_slice(name), stmt);
                 let t = self.token();
                 self.tracker
@@ -410,11 +412,13 @@ impl Relay {
             self.io.to_server.extend_from_slice(frame);
             return Ok(());
         }
+        let fp = self.s.parse_fingerprint();
         let stmt = new_stmt(
             query,
             types,
             self.shared.effects.of(query),
-            self.s.parse_fingerprint(),
+            fp,
+            &self.s.pool,
         );
         let name = Bytes::copy_from_slice(name);
         self.stmts.insert(name.clone(), stmt.clone());
@@ -439,7 +443,8 @@ impl Relay {
             None
         } else {
             let fp = self.s.parse_fingerprint();
-            self.stmts.current(name, fp)
+            let pool = &self.s.pool;
+            self.stmts.current(name, fp, |h| pool.current_statement(h))
         };
         let effects = match &stmt {
             Some(s) => s.effects.clone(),
@@ -452,6 +457,7 @@ impl Relay {
             self.named_portal_effects
                 .insert(Bytes::copy_from_slice(portal), effects);
         }
+        let uses = stmt.as_ref().map(|s| s.hash);
         match stmt {
             Some(s) => {
                 self.ensure_prepared(&s);
@@ -467,6 +473,9 @@ impl Relay {
         }
         let t = self.token();
         self.tracker.push(TKind::Bind, Origin::Client, t);
+        if let Some(hash) = uses {
+            self.actions.push_back((t, Action::Uses { hash }));
+        }
         Ok(())
     }
 
@@ -491,10 +500,16 @@ impl Relay {
         let (kind, name) =
             msg::target(body).ok_or_else(|| Error::protocol("malformed Describe message"))?;
         let fp = self.s.parse_fingerprint();
-        match (kind, self.stmts.current(name, fp)) {
+        let pool = &self.s.pool;
+        let mut uses = None;
+        match (
+            kind,
+            self.stmts.current(name, fp, |h| pool.current_statement(h)),
+        ) {
             (b'S', Some(s)) if !name.is_empty() => {
                 self.ensure_prepared(&s);
                 encode::target(&mut self.io.to_server, fe::DESCRIBE, b'S', &s.global);
+                uses = Some(s.hash);
             }
             _ => {
                 if kind == b'S' && name.is_empty() {
@@ -505,6 +520,9 @@ impl Relay {
         }
         let t = self.token();
         self.tracker.push(TKind::Describe, Origin::Client, t);
+        if let Some(hash) = uses {
+            self.actions.push_back((t, Action::Uses { hash }));
+        }
         Ok(())
     }
 
@@ -529,11 +547,18 @@ impl Relay {
     }
 }
 
-fn new_stmt(query: &[u8], types: &[u8], effects: Effects, parsed_under: u64) -> Arc<Stmt> {
+fn new_stmt(
+    query: &[u8],
+    types: &[u8],
+    effects: Effects,
+    parsed_under: u64,
+    pool: &crate::pool::Pool<crate::backend::pg::ServerConn>,
+) -> Arc<Stmt> {
     Arc::new(Stmt::new(
         Bytes::copy_from_slice(query),
         Bytes::copy_from_slice(types),
         effects,
         parsed_under,
+        |h| pool.current_statement(h),
     ))
 }

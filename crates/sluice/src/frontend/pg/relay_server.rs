@@ -39,6 +39,12 @@ fn fatal(body: &[u8]) -> bool {
     )
 }
 
+/// An ErrorResponse saying a prepared statement's copy can no longer run as prepared
+/// (PostgreSQL: "cached plan must not change result type").
+fn stale(body: &[u8]) -> bool {
+    msg::error_field(body, b'C') == Some("0A000")
+}
+
 /// Server frames Sluice reads whole; rows and copy data stream through when large.
 fn whole(tag: u8) -> bool {
     tag != be::DATA_ROW && tag != be::COPY_DATA
@@ -101,8 +107,9 @@ impl Relay {
                         }
                         _ => {}
                     }
-                    if fwd && h.tag == be::ERROR_RESPONSE && fatal(body) {
-                        self.server_fatal = true;
+                    if h.tag == be::ERROR_RESPONSE {
+                        self.server_fatal |= fwd && fatal(body);
+                        self.stale_error = stale(body);
                     }
                     if fwd {
                         let at = self.io.to_client.len();
@@ -257,6 +264,12 @@ impl Relay {
             Action::Effects { implicit: true, .. } if !self.ledger_in_tx => {
                 self.ledger.end_transaction(ok);
                 self.sync_applied_sets();
+            }
+            Action::Uses { hash } if !ok && self.stale_error => {
+                self.s.pool.statement_stale(hash);
+                if let Some(l) = self.s.lease.as_mut() {
+                    l.prepared.remove(hash);
+                }
             }
             Action::Replay if !ok => {
                 self.fatal = Some(Error::new(

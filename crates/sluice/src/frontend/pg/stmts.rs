@@ -21,8 +21,16 @@ pub struct Stmt {
 }
 
 impl Stmt {
-    pub fn new(query: Bytes, types: Bytes, effects: Effects, parsed_under: u64) -> Stmt {
-        let hash = hash(&query, &types, parsed_under);
+    /// `current` maps the statement's hash to the one it goes by now (see
+    /// `Pool::current_statement`).
+    pub fn new(
+        query: Bytes,
+        types: Bytes,
+        effects: Effects,
+        parsed_under: u64,
+        current: impl Fn(u128) -> u128,
+    ) -> Stmt {
+        let hash = current(hash(&query, &types, parsed_under));
         Stmt {
             hash,
             global: global_name(hash),
@@ -63,7 +71,12 @@ impl Statements {
     /// text under the pool-wide name for the current settings. A server connection
     /// lacking the statement prepares it under the client's current settings, and that
     /// copy must not go by a name other clients reach with the old ones.
-    pub fn current(&mut self, name: &[u8], parsed_under: u64) -> Option<Rc<Stmt>> {
+    pub fn current(
+        &mut self,
+        name: &[u8],
+        parsed_under: u64,
+        current: impl Fn(u128) -> u128,
+    ) -> Option<Rc<Stmt>> {
         let st = self.map.get_mut(name)?;
         if st.parsed_under != parsed_under {
             *st = Rc::new(Stmt::new(
@@ -71,6 +84,7 @@ impl Statements {
                 st.types.clone(),
                 st.effects.clone(),
                 parsed_under,
+                current,
             ));
         }
         Some(st.clone())
