@@ -347,3 +347,54 @@ async fn stale_statements_on_shared_connections() {
         t.await.unwrap();
     }
 }
+
+/// SET SESSION AUTHORIZATION then SET ROLE in transaction mode: the client keeps its
+/// server connection while it runs as another user (a replay elsewhere could fail, or
+/// run a statement as the wrong user), with both settings as it made them, until it
+/// resets them; its other SETs follow it in the order it made them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn who_the_session_runs_as_stays_with_it() {
+    let pg = pg();
+    pg.psql(
+        "postgres",
+        "create role approle; grant approle to app; create role other login password 'x'",
+    )
+    .unwrap();
+    let h = sluice(&config_text(&pg, 2, "5s", "")).await;
+    let a = addr(&h, "tx");
+    let su = connect(a, pg.superuser(), pg.password(), "app")
+        .await
+        .unwrap();
+    let hog = connect(a, pg.superuser(), pg.password(), "app")
+        .await
+        .unwrap();
+    su.batch_execute("set session authorization app; set role approle; set search_path = public")
+        .await
+        .unwrap();
+    let who = "select session_user::text, current_user::text, current_setting('search_path')";
+    for i in 0..10 {
+        // Another client holds a connection in a transaction meanwhile.
+        hog.batch_execute(if i % 2 == 0 { "begin" } else { "commit" })
+            .await
+            .unwrap();
+        let r = su.query_one(who, &[]).await.unwrap();
+        assert_eq!(
+            (r.get::<_, String>(0), r.get::<_, String>(1)),
+            ("app".to_owned(), "approle".to_owned()),
+            "statement {i}"
+        );
+        assert_eq!(r.get::<_, String>(2), "public");
+    }
+    hog.batch_execute("rollback").await.unwrap();
+    su.batch_execute("reset role; reset session authorization")
+        .await
+        .unwrap();
+    for _ in 0..4 {
+        hog.batch_execute("begin").await.unwrap();
+        let r = su.query_one(who, &[]).await.unwrap();
+        assert_eq!(r.get::<_, String>(0), pg.superuser());
+        assert_eq!(r.get::<_, String>(1), pg.superuser());
+        assert_eq!(r.get::<_, String>(2), "public", "replayed elsewhere");
+        hog.batch_execute("commit").await.unwrap();
+    }
+}

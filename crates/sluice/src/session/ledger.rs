@@ -7,8 +7,9 @@
 //! Effects are applied only once the server confirms the statement, and SETs made inside
 //! a transaction only when it commits.
 
+use super::sets::{Sets, identity_default};
 use sluice_sql::Effect;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -26,10 +27,12 @@ pub enum PinReason {
     /// The server connection is logged in as the user a MySQL client changed to with
     /// COM_CHANGE_USER (pass-through: only the server could check the password).
     ChangeUser,
+    /// SET ROLE / SET SESSION AUTHORIZATION: who the session runs as (see sets.rs).
+    Role,
 }
 
 impl PinReason {
-    pub const ALL: [PinReason; 10] = [
+    pub const ALL: [PinReason; 11] = [
         PinReason::SqlPrepare,
         PinReason::TempTable,
         PinReason::AdvisoryLock,
@@ -40,6 +43,7 @@ impl PinReason {
         PinReason::TableLock,
         PinReason::Prepared,
         PinReason::ChangeUser,
+        PinReason::Role,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -54,13 +58,14 @@ impl PinReason {
             PinReason::TableLock => "table_lock",
             PinReason::Prepared => "prepared_statement",
             PinReason::ChangeUser => "change_user",
+            PinReason::Role => "role",
         }
     }
 }
 
 /// Process-wide counts of pins taken, by reason (for the admin console and metrics).
 #[derive(Debug, Default)]
-pub struct PinCounters([AtomicU64; 10]);
+pub struct PinCounters([AtomicU64; 11]);
 
 impl PinCounters {
     pub fn bump(&self, r: PinReason) {
@@ -74,8 +79,9 @@ impl PinCounters {
 
 #[derive(Debug, Default, Clone)]
 pub struct Ledger {
-    /// Session-level SETs to replay, by parameter: the statement text.
-    pub sets: BTreeMap<String, String>,
+    /// Session-level SETs to replay, by parameter: the statement text, in the order
+    /// the client last set each.
+    pub sets: Sets,
     /// SET / RESET inside the open transaction: applied at COMMIT, dropped at ROLLBACK.
     staged: Vec<(String, Option<String>)>,
     sql_prepared: BTreeSet<String>,
@@ -85,11 +91,12 @@ pub struct Ledger {
 
 impl Ledger {
     pub fn is_pinned(&self) -> bool {
-        !self.pins.is_empty()
+        !self.pins.is_empty() || self.sets.identity()
     }
 
     pub fn pin_reasons(&self) -> impl Iterator<Item = PinReason> + '_ {
-        self.pins.iter().copied()
+        let role = self.sets.identity().then_some(PinReason::Role);
+        self.pins.iter().copied().chain(role)
     }
 
     /// Sets or clears a pin the protocol tracks itself (e.g. open prepared statements).
@@ -113,12 +120,8 @@ impl Ledger {
             return;
         }
         match sql {
-            Some(s) => {
-                self.sets.insert(name, s);
-            }
-            None => {
-                self.sets.remove(&name);
-            }
+            Some(s) if !identity_default(&name, &s) => self.sets.insert(name, s),
+            _ => self.sets.remove(&name),
         }
     }
 
@@ -136,7 +139,15 @@ impl Ledger {
     /// transaction block.
     pub fn apply(&mut self, effect: &Effect, in_tx: bool, counters: &PinCounters) {
         match effect {
-            Effect::Set { name, sql } => self.set(name.clone(), Some(sql.clone()), in_tx),
+            Effect::Set { name, sql } => {
+                if !identity_default(name, sql) && !self.sets.identity() {
+                    // Counted when it pins (if the transaction commits, or now).
+                    if super::sets::IDENTITY.contains(&name.as_str()) {
+                        counters.bump(PinReason::Role);
+                    }
+                }
+                self.set(name.clone(), Some(sql.clone()), in_tx)
+            }
             Effect::Reset { name } => self.set(name.clone(), None, in_tx),
             Effect::ResetAll => {
                 if in_tx {

@@ -5,6 +5,7 @@
 pub mod effects;
 pub mod ledger;
 pub mod plan;
+pub mod sets;
 
 pub use ledger::{Ledger, PinReason};
 use sluice_config::PoolMode;

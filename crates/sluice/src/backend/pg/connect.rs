@@ -94,7 +94,7 @@ pub async fn finish_startup(
         secret,
         reported,
         prepared: StatementCache::default(),
-        applied_sets: BTreeMap::new(),
+        applied_sets: Default::default(),
         stamps: crate::pool::Stamps::now(),
         status: b'I',
         max_message: t.max_message,

@@ -106,10 +106,11 @@ impl Relay {
             return;
         }
         let mut cmds: Vec<(u8, Vec<u8>)> = Vec::new();
+        let mut common = conn.applied.common_prefix(&self.ledger.sets);
         if conn
             .applied
-            .keys()
-            .any(|k| !self.ledger.sets.contains_key(k))
+            .from(common)
+            .any(|(k, _)| !self.ledger.sets.contains_key(k))
         {
             // The connection carries settings the client never made: start clean.
             cmds.push((consts::COM_RESET_CONNECTION, Vec::new()));
@@ -122,11 +123,11 @@ impl Relay {
             }
             conn.applied.clear();
             conn.stmts.clear();
+            common = 0;
         }
-        for (name, sql) in &self.ledger.sets {
-            if conn.applied.get(name) != Some(sql) {
-                cmds.push((consts::COM_QUERY, sql.as_bytes().to_vec()));
-            }
+        // The client's SETs past those in common, in the order it made them.
+        for (_, sql) in self.ledger.sets.from(common) {
+            cmds.push((consts::COM_QUERY, sql.as_bytes().to_vec()));
         }
         conn.applied = self.ledger.sets.clone();
         for (cmd, body) in cmds {

@@ -92,10 +92,13 @@ pub fn replay_sql(
     if conn.applied_sets == ledger.sets && conn.reported_fingerprint() == client_fp {
         return None;
     }
+    // Past the SETs the connection and the client have in common, the connection's own
+    // are reset and the client's replayed, in the order the client made them.
+    let common = conn.applied_sets.common_prefix(&ledger.sets);
     let mut sql = String::new();
     let mut reset = Vec::new();
-    for (name, stmt) in &conn.applied_sets {
-        if ledger.sets.get(name) != Some(stmt) && !ledger.sets.contains_key(name) {
+    for (name, _) in conn.applied_sets.from(common) {
+        if !ledger.sets.contains_key(name) {
             sql.push_str(&format!("RESET {};", quote_ident(name)));
             reset.push(name.as_str());
         }
@@ -107,12 +110,10 @@ pub fn replay_sql(
             sql.push_str(&format!("SET {name} = {};", quote_literal(v)));
         }
     }
-    for (name, stmt) in &ledger.sets {
-        if conn.applied_sets.get(name) != Some(stmt) {
-            // The client's statement may end in a -- comment: end it with a newline.
-            sql.push_str(stmt);
-            sql.push_str("\n;");
-        }
+    for (_, stmt) in ledger.sets.from(common) {
+        // The client's statement may end in a -- comment: end it with a newline.
+        sql.push_str(stmt);
+        sql.push_str("\n;");
     }
     (!sql.is_empty()).then_some(sql)
 }
