@@ -1,5 +1,5 @@
-"""pytest plugin used by the driver suites (scripts/psycopg2-suite.sh,
-scripts/mysqlclient-suite.sh; loaded with -p).
+"""pytest plugin used by the driver suites (scripts/*-suite.sh through
+scripts/lib/pysuite.sh; loaded with -p).
 
 Records one final outcome per test id into the file named by the SUITE_OUTCOMES
 env var, one "nodeid<TAB>outcome" line each (the format scripts/lib/outcomes.py
