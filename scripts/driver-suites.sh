@@ -3,64 +3,81 @@
 #
 #   scripts/driver-suites.sh
 #
-# 1. builds sluice (cargo build --release -p sluice -j 2);
+# Five drivers' own test suites, each run directly against a throwaway server,
+# then through Sluice in session mode and in transaction mode, and compared
+# test by test:
+#   PostgreSQL  psycopg2 2.9.13 (libpq)      scripts/psycopg2-suite.sh
+#               asyncpg 0.30.0               scripts/asyncpg-suite.sh
+#               pg8000 1.31.6 (pure Python)  scripts/pg8000-suite.sh
+#   MySQL       mysqlclient 2.3.1 (libmariadb) scripts/mysqlclient-suite.sh
+#               aiomysql 0.3.2 (PyMySQL, TLS) scripts/aiomysql-suite.sh
+# The results are summed up in docs/compatibility.md.
+#
+# 1. builds sluice (cargo build --release -p sluice; SLUICE_BUILD_JOBS jobs,
+#    default 2);
 # 2. starts a throwaway PostgreSQL 15 cluster on a free loopback port (scram
 #    auth for TCP, superuser postgres with a random password), creates the
 #    database psycopg2_test with extension hstore;
-# 3. runs psycopg2 2.9.13's own test suite (scripts/psycopg2-suite.sh)
-#    directly against the server;
-# 4. writes a sluice config with a session-mode listener (pool 20) and a
-#    transaction-mode listener (pool 10) in front of that server, starts
-#    target/release/sluice --config FILE, and runs the suite through each
-#    listener;
-# 5. compares each through-sluice run with the direct run, test by test, and
-#    exits non-zero if any count or any test's outcome differs (the differing
-#    tests are printed), or if sluice fails to build, start, or dies. Tests
-#    listed for the pool mode in scripts/lib/psycopg2-known-differences.tsv
-#    (limitations inherent to transaction pooling) may fail without failing
-#    the run; they are printed with their reasons;
-# 6. unless DRIVER_SUITES_MYSQL=0: starts a throwaway MariaDB (10.11, root
-#    with a random password over TCP, mysql_native_password; see
-#    scripts/lib/mariadb.sh), runs mysqlclient 2.3.1's own test suite
-#    (scripts/mysqlclient-suite.sh, database mysqldb_test) directly against
-#    it, then through a second sluice (MySQL listeners in front of that
-#    server: session mode, pool 20; transaction mode, pool 10, when asked
-#    for in DRIVER_SUITES_MYSQL_MODES), and compares exactly as in step 5,
-#    with scripts/lib/mysqlclient-known-differences.tsv as the list of
-#    inherent differences.
+# 3. writes a sluice config with a session-mode listener (pool 20) and a
+#    transaction-mode listener (pool 10) in front of that server and starts
+#    target/release/sluice --config FILE;
+# 4. for each PostgreSQL suite: runs it directly against the server, then
+#    through each listener, and compares each through-sluice run with the
+#    direct run, test by test: a check fails if any count or any test's
+#    outcome differs (the differing tests are printed), or if sluice dies.
+#    Tests listed for the pool mode in scripts/lib/SUITE-known-differences.tsv
+#    may fail without failing the check; they are printed with their reasons
+#    ("inherent": a limitation of transaction pooling; "open": a Sluice bug
+#    being fixed);
+# 5. unless DRIVER_SUITES_MYSQL=0: starts a throwaway MariaDB (10.11, root
+#    with a random password over TCP, mysql_native_password, TLS with a
+#    certificate made for the run; see scripts/lib/mariadb.sh) and a second
+#    sluice (MySQL listeners in front of that server: session mode, pool 20;
+#    transaction mode, pool 10; both accept TLS from clients with the same
+#    certificate, and use TLS towards the server), and runs and compares the
+#    MySQL suites exactly as in step 4.
 #
 # The last line is "driver-suites: N passed, N failed", one check per
-# compared endpoint (and one per direct run), both suites together.
+# compared endpoint (and one per direct run), all suites together.
 #
 # Env:
 #   DRIVER_SUITES_DIRECT_ONLY=1  only the direct runs (no build, no sluice)
 #   DRIVER_SUITES_STRICT=1       no known differences: any difference fails
-#   DRIVER_SUITES_PSYCOPG2=0     skip the PostgreSQL part (steps 2-5)
-#   DRIVER_SUITES_MODES          sluice listeners to test with psycopg2
-#                                (default "session transaction")
-#   DRIVER_SUITES_PGBOUNCER=1    also run through PgBouncer (session and
-#                                transaction mode) for reference; reported,
-#                                never fails the run
-#   DRIVER_SUITES_PG=existing    use an existing server instead of a throwaway
-#                                one: DRIVER_SUITES_PG_HOST (127.0.0.1),
-#                                DRIVER_SUITES_PG_PORT (5432),
+#   DRIVER_SUITES_PSYCOPG2=0, DRIVER_SUITES_ASYNCPG=0, DRIVER_SUITES_PG8000=0,
+#   DRIVER_SUITES_MYSQLCLIENT=0, DRIVER_SUITES_AIOMYSQL=0
+#                                skip that suite
+#   DRIVER_SUITES_MODES          sluice listeners to test the PostgreSQL
+#                                suites with (default "session transaction")
+#   DRIVER_SUITES_PGBOUNCER=1    also run the PostgreSQL suites through
+#                                PgBouncer (session and transaction mode) for
+#                                reference; reported, never fails the run
+#   DRIVER_SUITES_PG=0           skip the PostgreSQL part (steps 2-4);
+#                   =existing    use an existing server instead of a
+#                                throwaway one: DRIVER_SUITES_PG_HOST
+#                                (127.0.0.1), DRIVER_SUITES_PG_PORT (5432),
 #                                DRIVER_SUITES_PG_USER (postgres),
-#                                DRIVER_SUITES_PG_PASSWORD (empty)
+#                                DRIVER_SUITES_PG_PASSWORD (empty). The
+#                                asyncpg and pg8000 suites drop and recreate
+#                                schema public of its database "postgres"
 #   DRIVER_SUITES_MAX_PREPARED_XACTS  max_prepared_transactions of the
 #                                throwaway server (default 0, as in the
 #                                reference 700/0/49 result; > 0 runs the 30
 #                                two-phase-commit tests too)
-#   DRIVER_SUITES_MYSQL=0        skip the MySQL part (step 6);
+#   DRIVER_SUITES_MYSQL=0        skip the MySQL part (step 5);
 #                      =existing use an existing server instead of a
 #                                throwaway one: DRIVER_SUITES_MYSQL_HOST
 #                                (127.0.0.1), DRIVER_SUITES_MYSQL_PORT (3306),
 #                                DRIVER_SUITES_MYSQL_USER (root),
-#                                DRIVER_SUITES_MYSQL_PASSWORD (empty)
-#   DRIVER_SUITES_MYSQL_MODES    sluice MySQL listeners to test with
-#                                mysqlclient (default "session transaction")
+#                                DRIVER_SUITES_MYSQL_PASSWORD (empty),
+#                                DRIVER_SUITES_MYSQL_TLS_DIR (the server's
+#                                ca.pem, server-cert.pem, server-key.pem,
+#                                which sluice presents too; aiomysql's suite
+#                                needs TLS)
+#   DRIVER_SUITES_MYSQL_MODES    sluice listeners to test the MySQL suites
+#                                with (default "session transaction")
 #   SLUICE_BIN                   use this sluice binary instead of building
-#   PSYCOPG2_SUITE_*             passed through to scripts/psycopg2-suite.sh
-#   MYSQLCLIENT_SUITE_*          passed through to scripts/mysqlclient-suite.sh
+#   SUITE_SUITE_*                passed through to scripts/SUITE-suite.sh
+#                                (e.g. ASYNCPG_SUITE_PYTEST_ARGS)
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -71,15 +88,12 @@ source "$SCRIPT_DIR/lib/mariadb.sh"
 sl_init_cleanup
 
 DIRECT_ONLY="${DRIVER_SUITES_DIRECT_ONLY:-0}"
-WITH_PSYCOPG2="${DRIVER_SUITES_PSYCOPG2:-1}"
 MODES="${DRIVER_SUITES_MODES:-session transaction}"
 WITH_PGBOUNCER="${DRIVER_SUITES_PGBOUNCER:-0}"
 PG_KIND="${DRIVER_SUITES_PG:-throwaway}"
 MYSQL_KIND="${DRIVER_SUITES_MYSQL:-throwaway}"
 MYSQL_MODES="${DRIVER_SUITES_MYSQL_MODES:-session transaction}"
 RESULTS="${PSYCOPG2_SUITE_CACHE:-$SL_ROOT/target/driver-suites}/results/run"
-DBNAME=psycopg2_test
-MY_DBNAME=mysqldb_test
 
 CHECKS_PASSED=0
 CHECKS_FAILED=0
@@ -87,36 +101,45 @@ declare -a REPORT=()
 
 banner() { printf '\n=== %s ===\n' "$*"; }
 
-# The two suites. SUITE is psycopg2 or mysqlclient; its runs are labelled
-# direct, sluice-MODE, ... (psycopg2) and mysqlclient-direct,
-# mysqlclient-sluice-MODE (mysqlclient), with results in $RESULTS/LABEL.
-declare -A SUITE_SCRIPT=([psycopg2]="$SCRIPT_DIR/psycopg2-suite.sh" [mysqlclient]="$SCRIPT_DIR/mysqlclient-suite.sh")
-declare -A SUITE_PREFIX=([psycopg2]="" [mysqlclient]="mysqlclient-")
-declare -A SUITE_KNOWN_DIFFS=(
-    [psycopg2]="$SCRIPT_DIR/lib/psycopg2-known-differences.tsv"
-    [mysqlclient]="$SCRIPT_DIR/lib/mysqlclient-known-differences.tsv"
-)
+# The suites, by protocol. Suite SUITE is scripts/SUITE-suite.sh, runs in
+# database SUITE_DB[SUITE], and its runs are labelled SUITE-direct,
+# SUITE-sluice-MODE, ... (psycopg2's, the first suite, direct and
+# sluice-MODE), with results in $RESULTS/LABEL; its known differences are in
+# scripts/lib/SUITE-known-differences.tsv.
+PG_SUITES=(psycopg2 asyncpg pg8000)
+MY_SUITES=(mysqlclient aiomysql)
+declare -A SUITE_DB=([psycopg2]=psycopg2_test [asyncpg]=postgres [pg8000]=postgres
+    [mysqlclient]=mysqldb_test [aiomysql]=test_pymysql)
+
+# suite_prefix SUITE: the label prefix of SUITE's runs.
+suite_prefix() {
+    [[ "$1" == psycopg2 ]] || printf '%s-' "$1"
+}
+
+# enabled_suites SUITE...: those not turned off by DRIVER_SUITES_<SUITE>=0.
+enabled_suites() {
+    local suite var
+    for suite in "$@"; do
+        var="DRIVER_SUITES_${suite^^}"
+        [[ "${!var:-1}" == 0 ]] || printf '%s\n' "$suite"
+    done
+}
 
 # run_suite SUITE LABEL HOST PORT: run a suite, results in $RESULTS/LABEL.
 run_suite() {
-    local suite=$1 label=$2 host=$3 port=$4
+    local suite=$1 label=$2 host=$3 port=$4 user=${PG_USER:-} password=${PG_PASSWORD:-}
+    if [[ " ${MY_SUITES[*]} " == *" $suite "* ]]; then
+        user=$MY_USER password=$MY_PASSWORD
+    fi
     banner "$suite suite: $label ($host:$port)"
-    case "$suite" in
-        psycopg2)
-            PSYCOPG2_SUITE_RESULTS="$RESULTS/$label" \
-                sl_run "${SUITE_SCRIPT[$suite]}" "$host" "$port" "$PG_USER" "$PG_PASSWORD" "$DBNAME"
-            ;;
-        mysqlclient)
-            MYSQLCLIENT_SUITE_RESULTS="$RESULTS/$label" \
-                sl_run "${SUITE_SCRIPT[$suite]}" "$host" "$port" "$MY_USER" "$MY_PASSWORD" "$MY_DBNAME" ||
-                return 1
-            # Timing-dependent tests run again after a failure (see
-            # scripts/mysqlclient-suite.sh): say so in the summary.
-            if [[ -s "$RESULTS/$label/retried.txt" ]]; then
-                REPORT+=("INFO  $label: timing-dependent test(s) retried: $(paste -sd ';' "$RESULTS/$label/retried.txt" | sed 's/;/; /g')")
-            fi
-            ;;
-    esac
+    sl_run env "${suite^^}_SUITE_RESULTS=$RESULTS/$label" \
+        "$SCRIPT_DIR/$suite-suite.sh" "$host" "$port" "$user" "$password" "${SUITE_DB[$suite]}" ||
+        return 1
+    # Timing-dependent tests run again after a failure (see
+    # scripts/mysqlclient-suite.sh): say so in the summary.
+    if [[ -s "$RESULTS/$label/retried.txt" ]]; then
+        REPORT+=("INFO  $label: timing-dependent test(s) retried: $(paste -sd ';' "$RESULTS/$label/retried.txt" | sed 's/;/; /g')")
+    fi
 }
 
 # compare SUITE LABEL MODE: compare $RESULTS/LABEL with the suite's direct
@@ -124,7 +147,8 @@ run_suite() {
 # DRIVER_SUITES_STRICT=1.
 compare() {
     local suite=$1 label=$2 mode=$3
-    local direct="${SUITE_PREFIX[$suite]}direct" known="${SUITE_KNOWN_DIFFS[$suite]}"
+    local direct known="$SCRIPT_DIR/lib/$suite-known-differences.tsv"
+    direct="$(suite_prefix "$suite")direct"
     local -a allow=()
     if [[ "${DRIVER_SUITES_STRICT:-0}" != 1 && -f "$known" ]]; then
         allow=("$known" "$mode")
@@ -148,7 +172,8 @@ compare() {
 # Returns non-zero if the suite could not run.
 run_direct() {
     local suite=$1 host=$2 port=$3
-    local label="${SUITE_PREFIX[$suite]}direct"
+    local label
+    label="$(suite_prefix "$suite")direct"
     if ! run_suite "$suite" "$label" "$host" "$port"; then
         CHECKS_FAILED=$((CHECKS_FAILED + 1))
         REPORT+=("FAIL  $label: the $suite suite could not run directly against the server")
@@ -187,7 +212,8 @@ suite_through() {
 # comparison with the direct run.
 through_sluice() {
     local suite=$1 mode=$2 port=$3 pid=$4 log=$5
-    local label="${SUITE_PREFIX[$suite]}sluice-$mode"
+    local label
+    label="$(suite_prefix "$suite")sluice-$mode"
     if suite_through "$suite" "$label" "$port" "$pid" "$log"; then
         compare "$suite" "$label" "$mode"
     else
@@ -213,7 +239,44 @@ two_ports() {
     while [[ "$PORT_B" == "$PORT_A" ]]; do PORT_B="$(sl_free_port)"; done
 }
 
-psycopg2_part() {
+# suites_against SESSION_PORT TX_PORT PID LOG MODES SUITE...: each SUITE
+# directly against $SRV_HOST:$SRV_PORT, then (unless DIRECT_ONLY) through the
+# sluice listeners of MODES, compared with the direct run. A suite that cannot
+# run directly is a failed check; the others go on.
+suites_against() {
+    local session_port=$1 tx_port=$2 pid=$3 log=$4 modes=$5; shift 5
+    local suite mode port pmode label
+    for suite in "$@"; do
+        run_direct "$suite" "$SRV_HOST" "$SRV_PORT" || continue
+        label="$(suite_prefix "$suite")"
+        if [[ "$WITH_PGBOUNCER" == 1 && " ${PG_SUITES[*]} " == *" $suite "* ]]; then
+            for pmode in session transaction; do
+                sl_pgbouncer_start "$pmode" "$SL_PG_HOST" "$SL_PG_PORT" "$PG_USER" "$PG_PASSWORD" 20 2000
+                if run_suite "$suite" "${label}pgbouncer-$pmode" 127.0.0.1 "$SL_PGB_PORT"; then
+                    banner "compare (reference only): ${label}direct vs ${label}pgbouncer-$pmode"
+                    python3 "$SCRIPT_DIR/lib/outcomes.py" compare "${label}direct" "$RESULTS/${label}direct/outcomes.tsv" \
+                        "${label}pgbouncer-$pmode" "$RESULTS/${label}pgbouncer-$pmode/outcomes.tsv" || true
+                    REPORT+=("INFO  ${label}pgbouncer-$pmode: $(python3 "$SCRIPT_DIR/lib/outcomes.py" summary "$suite" "$RESULTS/${label}pgbouncer-$pmode/outcomes.tsv" /dev/null)")
+                else
+                    REPORT+=("INFO  ${label}pgbouncer-$pmode: suite could not run")
+                fi
+                sl_stop_pid "$SL_PGB_PID"
+            done
+        fi
+        [[ "$DIRECT_ONLY" != 1 ]] || continue
+        banner "$suite suite through sluice"
+        for mode in $modes; do
+            case "$mode" in
+                session) port=$session_port ;;
+                transaction | tx) mode=transaction port=$tx_port ;;
+            esac
+            through_sluice "$suite" "$mode" "$port" "$pid" "$log" || return 0
+        done
+    done
+}
+
+# pg_part SUITE...: the PostgreSQL server, sluice in front of it, the SUITEs.
+pg_part() {
     if [[ "$PG_KIND" == existing ]]; then
         SL_PG_HOST="${DRIVER_SUITES_PG_HOST:-127.0.0.1}"
         SL_PG_PORT="${DRIVER_SUITES_PG_PORT:-5432}"
@@ -230,15 +293,17 @@ psycopg2_part() {
             "max_prepared_transactions = ${DRIVER_SUITES_MAX_PREPARED_XACTS:-0}"
     fi
     # hstore ships in Debian's postgresql-15 package (postgresql-contrib is a
-    # metapackage for it); without it ~50 hstore tests turn into skips.
-    if [[ -z "$(sl_pg_admin -tAc "select 1 from pg_database where datname = '$DBNAME'")" ]]; then
-        sl_pg_admin -c "CREATE DATABASE $DBNAME"
+    # metapackage for it); without it ~50 psycopg2 hstore tests turn into
+    # skips.
+    local db=${SUITE_DB[psycopg2]}
+    if [[ -z "$(sl_pg_admin -tAc "select 1 from pg_database where datname = '$db'")" ]]; then
+        sl_pg_admin -c "CREATE DATABASE $db"
     fi
-    SL_PG_ADMIN_DB=$DBNAME sl_pg_admin -c "SET client_min_messages = warning" -c "CREATE EXTENSION IF NOT EXISTS hstore"
+    SL_PG_ADMIN_DB=$db sl_pg_admin -c "SET client_min_messages = warning" -c "CREATE EXTENSION IF NOT EXISTS hstore"
 
-    # Start sluice before the long direct run, so a broken binary or config
+    # Start sluice before the long direct runs, so a broken binary or config
     # fails within seconds.
-    local mode port log="$RESULTS/sluice.log" pid=""
+    local log="$RESULTS/sluice.log" pid=""
     if [[ "$DIRECT_ONLY" != 1 ]]; then
         banner "sluice"
         local cfg="$RESULTS/sluice.toml"
@@ -249,55 +314,37 @@ psycopg2_part() {
         sl_sluice_start "$cfg" "$log" "$PORT_A" "$PORT_B"
         pid=$SL_SLUICE_PID
     fi
-    local session_port=${PORT_A:-} tx_port=${PORT_B:-}
-
-    run_direct psycopg2 "$SL_PG_HOST" "$SL_PG_PORT" || sl_die "the psycopg2 suite could not run directly against the server"
-
-    if [[ "$WITH_PGBOUNCER" == 1 ]]; then
-        local pmode
-        for pmode in session transaction; do
-            sl_pgbouncer_start "$pmode" "$SL_PG_HOST" "$SL_PG_PORT" "$PG_USER" "$PG_PASSWORD" 20 2000
-            if run_suite psycopg2 "pgbouncer-$pmode" 127.0.0.1 "$SL_PGB_PORT"; then
-                banner "compare (reference only): direct vs pgbouncer-$pmode"
-                python3 "$SCRIPT_DIR/lib/outcomes.py" compare direct "$RESULTS/direct/outcomes.tsv" \
-                    "pgbouncer-$pmode" "$RESULTS/pgbouncer-$pmode/outcomes.tsv" || true
-                REPORT+=("INFO  pgbouncer-$pmode: $(python3 "$SCRIPT_DIR/lib/outcomes.py" summary psycopg2 "$RESULTS/pgbouncer-$pmode/outcomes.tsv" /dev/null)")
-            else
-                REPORT+=("INFO  pgbouncer-$pmode: suite could not run")
-            fi
-            sl_stop_pid "$SL_PGB_PID"
-        done
-    fi
-
-    if [[ "$DIRECT_ONLY" != 1 ]]; then
-        banner "psycopg2 suite through sluice"
-        for mode in $MODES; do
-            case "$mode" in
-                session) port=$session_port ;;
-                transaction | tx) mode=transaction port=$tx_port ;;
-            esac
-            through_sluice psycopg2 "$mode" "$port" "$pid" "$log" || break
-        done
-        # Done with PostgreSQL: free the CPU for what follows.
-        sl_stop_pid "$pid"
-    fi
+    SRV_HOST=$SL_PG_HOST SRV_PORT=$SL_PG_PORT
+    suites_against "${PORT_A:-}" "${PORT_B:-}" "$pid" "$log" "$MODES" "$@"
+    # Done with PostgreSQL: free the CPU for what follows.
+    [[ -z "$pid" ]] || sl_stop_pid "$pid"
 }
 
+# mysql_part SUITE...: the MySQL server, sluice in front of it, the SUITEs.
 mysql_part() {
     banner "MariaDB"
+    local tls
     if [[ "$MYSQL_KIND" == existing ]]; then
         SL_MY_HOST="${DRIVER_SUITES_MYSQL_HOST:-127.0.0.1}"
         SL_MY_PORT="${DRIVER_SUITES_MYSQL_PORT:-3306}"
         MY_USER="${DRIVER_SUITES_MYSQL_USER:-root}"
         MY_PASSWORD="${DRIVER_SUITES_MYSQL_PASSWORD:-}"
+        tls="${DRIVER_SUITES_MYSQL_TLS_DIR:-}"
         sl_log "using existing MySQL/MariaDB at $SL_MY_HOST:$SL_MY_PORT"
     else
         MY_USER=root
         MY_PASSWORD="sluice-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
-        sl_mariadb_start "$MY_PASSWORD"
+        tls="$RESULTS/tls"
+        sl_test_certs "$tls"
+        sl_mariadb_start "$MY_PASSWORD" --ssl-ca="$tls/ca.pem" \
+            --ssl-cert="$tls/server-cert.pem" --ssl-key="$tls/server-key.pem"
+    fi
+    if [[ -n "$tls" ]]; then
+        export AIOMYSQL_SUITE_CA_FILE="$tls/ca.pem"
+        SL_SLUICE_TLS_CERT="$tls/server-cert.pem" SL_SLUICE_TLS_KEY="$tls/server-key.pem"
     fi
 
-    local mode port log="$RESULTS/sluice-mysql.log" pid=""
+    local log="$RESULTS/sluice-mysql.log" pid=""
     if [[ "$DIRECT_ONLY" != 1 ]]; then
         banner "sluice (MySQL listeners)"
         local cfg="$RESULTS/sluice-mysql.toml"
@@ -308,30 +355,22 @@ mysql_part() {
         sl_sluice_start "$cfg" "$log" "$PORT_A" "$PORT_B"
         pid=$SL_SLUICE_PID
     fi
-    local session_port=${PORT_A:-} tx_port=${PORT_B:-}
-
-    run_direct mysqlclient "$SL_MY_HOST" "$SL_MY_PORT" || return 0
-
-    if [[ "$DIRECT_ONLY" != 1 ]]; then
-        banner "mysqlclient suite through sluice"
-        for mode in $MYSQL_MODES; do
-            case "$mode" in
-                session) port=$session_port ;;
-                transaction | tx) mode=transaction port=$tx_port ;;
-            esac
-            through_sluice mysqlclient "$mode" "$port" "$pid" "$log" || break
-        done
-    fi
+    SRV_HOST=$SL_MY_HOST SRV_PORT=$SL_MY_PORT
+    suites_against "${PORT_A:-}" "${PORT_B:-}" "$pid" "$log" "$MYSQL_MODES" "$@"
 }
 
 main() {
-    local start=$SECONDS
+    local start=$SECONDS suite
     check_modes DRIVER_SUITES_MODES "$MODES"
     check_modes DRIVER_SUITES_MYSQL_MODES "$MYSQL_MODES"
+    [[ "$PG_KIND" =~ ^(0|throwaway|existing)$ ]] ||
+        sl_die "DRIVER_SUITES_PG must be 0, throwaway or existing, not $PG_KIND"
     [[ "$MYSQL_KIND" =~ ^(0|throwaway|existing)$ ]] ||
         sl_die "DRIVER_SUITES_MYSQL must be 0, throwaway or existing, not $MYSQL_KIND"
-    [[ "$WITH_PSYCOPG2" != 0 || "$MYSQL_KIND" != 0 ]] ||
-        sl_die "DRIVER_SUITES_PSYCOPG2=0 and DRIVER_SUITES_MYSQL=0: nothing to run"
+    local -a pg=() my=()
+    [[ "$PG_KIND" == 0 ]] || mapfile -t pg < <(enabled_suites "${PG_SUITES[@]}")
+    [[ "$MYSQL_KIND" == 0 ]] || mapfile -t my < <(enabled_suites "${MY_SUITES[@]}")
+    ((${#pg[@]} + ${#my[@]})) || sl_die "every suite is turned off: nothing to run"
     rm -rf "$RESULTS"
     mkdir -p "$RESULTS"
 
@@ -341,25 +380,26 @@ main() {
     fi
 
     banner "setup"
-    [[ "$WITH_PSYCOPG2" == 0 ]] || sl_run "$SCRIPT_DIR/psycopg2-suite.sh" --setup-only
-    [[ "$MYSQL_KIND" == 0 ]] || sl_run "$SCRIPT_DIR/mysqlclient-suite.sh" --setup-only
+    for suite in "${pg[@]}" "${my[@]}"; do
+        sl_run "$SCRIPT_DIR/$suite-suite.sh" --setup-only
+    done
 
-    if [[ "$WITH_PSYCOPG2" != 0 ]]; then
-        psycopg2_part
+    if ((${#pg[@]})); then
+        pg_part "${pg[@]}"
     else
-        sl_log "psycopg2 suite skipped (DRIVER_SUITES_PSYCOPG2=0)"
+        sl_log "PostgreSQL suites skipped"
     fi
-    if [[ "$MYSQL_KIND" != 0 ]]; then
-        mysql_part
+    if ((${#my[@]})); then
+        mysql_part "${my[@]}"
     else
-        sl_log "mysqlclient suite skipped (DRIVER_SUITES_MYSQL=0)"
+        sl_log "MySQL suites skipped"
     fi
 
     banner "summary ($((SECONDS - start))s)"
     printf '%s\n' "${REPORT[@]}"
     echo "results: $RESULTS"
     echo "driver-suites: $CHECKS_PASSED passed, $CHECKS_FAILED failed"
-    ((CHECKS_FAILED == 0))
+    ((CHECKS_FAILED == 0 && CHECKS_PASSED > 0))
 }
 
 main "$@"

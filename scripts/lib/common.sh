@@ -133,6 +133,28 @@ sl_require_cmd() {
     fi
 }
 
+# sl_test_certs DIR: a throwaway CA and a certificate it signs for localhost
+# and 127.0.0.1, valid 10 years, in DIR: ca.pem, server-cert.pem,
+# server-key.pem (and ca-key.pem). Kept if DIR already has them.
+sl_test_certs() {
+    local dir=$1
+    [[ -f "$dir/server-cert.pem" ]] && return 0
+    sl_require_cmd openssl openssl
+    mkdir -p "$dir"
+    (
+        cd "$dir" || exit 1
+        umask 077
+        openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=sluice test CA" \
+            -addext basicConstraints=critical,CA:TRUE -keyout ca-key.pem -out ca.pem &&
+            openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+                -keyout server-key.pem -out server-req.pem &&
+            printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n' >ext.cnf &&
+            openssl x509 -req -in server-req.pem -days 3650 -CA ca.pem -CAkey ca-key.pem \
+                -set_serial 1 -extfile ext.cnf -out server-cert.pem &&
+            chmod 644 ca.pem server-cert.pem
+    ) >"$dir/openssl.log" 2>&1 || { cat "$dir/openssl.log" >&2; sl_die "could not make test certificates in $dir"; }
+}
+
 # sl_proc_cpu_ticks PID: utime+stime (all threads) of PID, in clock ticks.
 sl_proc_cpu_ticks() {
     # Field 2 (comm) may contain spaces; strip through the closing paren.
@@ -275,7 +297,8 @@ EOF
 
 # --- Sluice --------------------------------------------------------------------
 
-# sl_sluice_build: release build (unless SLUICE_BIN is set); sets SL_SLUICE_BIN.
+# sl_sluice_build: release build (unless SLUICE_BIN is set) with SLUICE_BUILD_JOBS
+# jobs (default 2); sets SL_SLUICE_BIN.
 sl_sluice_build() {
     if [[ -n "${SLUICE_BIN:-}" ]]; then
         [[ -x "$SLUICE_BIN" ]] || sl_die "SLUICE_BIN=$SLUICE_BIN is not executable"
@@ -283,8 +306,9 @@ sl_sluice_build() {
         sl_log "using prebuilt sluice: $SL_SLUICE_BIN"
         return 0
     fi
-    sl_log "building sluice: cargo build --release -p sluice -j 2"
-    sl_run cargo build --manifest-path "$SL_ROOT/Cargo.toml" --release -p sluice -j 2 >&2 ||
+    local jobs=${SLUICE_BUILD_JOBS:-2}
+    sl_log "building sluice: cargo build --release -p sluice -j $jobs"
+    sl_run cargo build --manifest-path "$SL_ROOT/Cargo.toml" --release -p sluice -j "$jobs" >&2 ||
         sl_die "cargo build of sluice failed"
     SL_SLUICE_BIN="$SL_ROOT/target/release/sluice"
     [[ -x "$SL_SLUICE_BIN" ]] || sl_die "$SL_SLUICE_BIN missing after build"

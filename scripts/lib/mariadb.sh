@@ -152,7 +152,10 @@ sl_mariadb_admin() {
 # tx:transaction:4:16034:5s (WAIT_TIMEOUT: the pool's wait_timeout, how long a
 # client waits for a server connection; Sluice's default when omitted). One
 # server "my" (protocol mysql) and cluster "my"; one pool and one mysql
-# listener (auth passthrough) per LISTENER spec.
+# listener (auth passthrough) per LISTENER spec. With SL_SLUICE_TLS_CERT and
+# SL_SLUICE_TLS_KEY set (PEM files), every listener accepts TLS from clients
+# that ask for it (tls = "allow") with that certificate, and sluice uses TLS
+# towards the server when it offers it (tls = "prefer").
 sl_sluice_write_mysql_config() {
     local file=$1 bhost=$2 bport=$3; shift 3
     local spec name mode size port wait
@@ -162,6 +165,7 @@ sl_sluice_write_mysql_config() {
         echo "protocol = \"mysql\""
         echo "host = \"$bhost\""
         echo "port = $bport"
+        [[ -z "${SL_SLUICE_TLS_CERT:-}" ]] || echo "tls = \"prefer\""
         echo
         echo "[clusters.my]"
         echo "servers = [\"my\"]"
@@ -179,6 +183,11 @@ sl_sluice_write_mysql_config() {
             echo "cluster = \"my\""
             echo "pool = \"$name\""
             echo "auth = \"passthrough\""
+            if [[ -n "${SL_SLUICE_TLS_CERT:-}" ]]; then
+                echo "tls = \"allow\""
+                echo "tls_cert_file = \"$SL_SLUICE_TLS_CERT\""
+                echo "tls_key_file = \"$SL_SLUICE_TLS_KEY\""
+            fi
         done
     } >"$file"
 }
