@@ -5,6 +5,7 @@
 mod auth;
 mod login;
 mod muxed;
+mod pids;
 mod relay;
 mod relay_client;
 mod relay_server;
@@ -71,8 +72,13 @@ async fn admit(
         }
     };
     match start {
-        startup::Start::Cancel { pid, secret } => {
+        startup::Start::Cancel {
+            stream,
+            pid,
+            secret,
+        } => {
             cancel(&shared, pid, secret).await;
+            drop(stream);
             None
         }
         startup::Start::Startup {

@@ -16,7 +16,10 @@ pub enum Start {
         params: Vec<(String, String)>,
         version: i32,
     },
+    /// The cancel connection stays open until the cancel has been carried out: a
+    /// client (libpq) waits for it to close before it goes on.
     Cancel {
+        stream: Stream,
         pid: i32,
         secret: i32,
     },
@@ -105,7 +108,14 @@ pub async fn negotiate(
                 }
             }
             msg::StartupRequest::Cancel { pid, secret } => {
-                return Ok((Start::Cancel { pid, secret }, buf));
+                return Ok((
+                    Start::Cancel {
+                        stream,
+                        pid,
+                        secret,
+                    },
+                    buf,
+                ));
             }
             msg::StartupRequest::Startup { version, params } => {
                 if ctx.cfg.tls == ClientTls::Require && !stream.is_tls() {
