@@ -9,6 +9,7 @@ mod effects;
 mod effects_my;
 mod lex;
 pub mod session_id;
+pub mod signal;
 
 pub use effects::{Effect, effects};
 pub use effects_my::effects_mysql;

@@ -168,7 +168,7 @@ pub fn rewrite(sql: &[u8], dialect: Dialect, id: u32) -> Option<Vec<u8>> {
 /// Whether `hay` contains `needle` (lowercase ASCII with an underscore) in any case.
 /// It runs on every pooled statement: it looks only around underscores, which plain
 /// statements have few of.
-fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
+pub(crate) fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
     let Some(u) = memchr::memchr(b'_', needle) else {
         return hay
             .windows(needle.len().max(1))

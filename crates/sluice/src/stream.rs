@@ -64,6 +64,40 @@ impl Stream {
     }
 }
 
+/// A client's socket as another task may end it (KILL, pg_terminate_backend): its
+/// descriptor, not a duplicate (ten thousand clients must not hold twenty thousand
+/// descriptors). The session clears it before its socket is closed (the relay holds
+/// the session ahead of its IO), and it is only used under its lock, so a descriptor
+/// number reused by another socket is never touched.
+#[derive(Debug)]
+pub struct SocketHandle(parking_lot::Mutex<Option<std::os::fd::RawFd>>);
+
+impl SocketHandle {
+    pub fn new(tcp: &TcpStream) -> SocketHandle {
+        use std::os::fd::AsRawFd;
+        SocketHandle(parking_lot::Mutex::new(Some(tcp.as_raw_fd())))
+    }
+
+    /// The socket is about to close: forget it.
+    pub fn clear(&self) {
+        *self.0.lock() = None;
+    }
+
+    /// Shuts the socket down for reading (the session sees its client gone, and may
+    /// still write its last word), or both ways.
+    pub fn shutdown(&self, both: bool) {
+        let fd = self.0.lock();
+        if let Some(fd) = *fd {
+            let how = if both { libc::SHUT_RDWR } else { libc::SHUT_RD };
+            // SAFETY: the descriptor is the client's open socket: the session clears it
+            // (under this lock) before the socket is closed.
+            unsafe {
+                libc::shutdown(fd, how);
+            }
+        }
+    }
+}
+
 /// Reads what a socket that polled readable has into `buf`'s spare room. A read that
 /// leaves room unfilled has drained the socket, so its readiness is cleared as well
 /// (as tokio's own `poll_read` does): the next wait goes straight to the reactor

@@ -22,13 +22,8 @@ pub struct Registered {
     state: Mutex<(Option<u32>, u32)>,
     /// The client's statement waiting on a shared connection, if any.
     muxed: Mutex<Option<Muxed>>,
-    /// The client's socket (its descriptor, not a duplicate: ten thousand clients must
-    /// not hold twenty thousand descriptors), to shut it down when the client is killed
-    /// while idle. Cleared when the session's registration is dropped, which happens
-    /// before its socket is closed (the relay holds the session ahead of its IO), and
-    /// only used under this lock: a descriptor number reused by another socket is never
-    /// touched.
-    fd: Mutex<Option<std::os::fd::RawFd>>,
+    /// The client's socket, to shut it down when the client is killed while idle.
+    socket: crate::stream::SocketHandle,
 }
 
 #[derive(Default)]
@@ -45,7 +40,7 @@ pub struct Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        *self.entry.fd.lock() = None;
+        self.entry.socket.clear();
         self.clients.map.lock().remove(&self.id);
     }
 }
@@ -78,13 +73,11 @@ impl Clients {
         user: String,
         tcp: &tokio::net::TcpStream,
     ) -> Registration {
-        use std::os::fd::AsRawFd;
-        let fd = Mutex::new(Some(tcp.as_raw_fd()));
         let entry = Arc::new(Registered {
             user: Mutex::new(user),
             state: Mutex::new((None, 0)),
             muxed: Mutex::new(None),
-            fd,
+            socket: crate::stream::SocketHandle::new(tcp),
         });
         self.map.lock().insert(id, entry.clone());
         Registration {
@@ -130,14 +123,7 @@ impl Registered {
 
     /// Ends the client's session by closing its socket (its relay sees it go).
     pub fn close(&self) {
-        let fd = self.fd.lock();
-        if let Some(fd) = *fd {
-            // SAFETY: the descriptor is the client's open socket: the session clears it
-            // (under this lock) before the socket is closed.
-            unsafe {
-                libc::shutdown(fd, libc::SHUT_RDWR);
-            }
-        }
+        self.socket.shutdown(true);
     }
 }
 

@@ -250,11 +250,13 @@ pub async fn login(
         Some(l) => l.reported.clone(),
         None => replay::client_view(&pool.welcome().unwrap_or_default(), &params),
     });
-    let pid = match (plan.mode, &lease) {
-        (PoolMode::Session, Some(l)) => l.pid,
-        _ => shared.next_pid(),
+    // Others may name a client known by a process id of Sluice's (no server has it)
+    // in pg_cancel_backend / pg_terminate_backend.
+    let (pid, virtual_of) = match (plan.mode, &lease) {
+        (PoolMode::Session, Some(l)) => (l.pid, None),
+        _ => (shared.next_pid(), Some((user.clone(), c.stream.tcp()))),
     };
-    let cancel = shared.cancels.register(pid);
+    let cancel = shared.cancels.register(pid, virtual_of);
     encode::backend_key(&mut out, cancel.key.0, cancel.key.1);
     encode::ready_for_query(&mut out, b'I');
     if let Err(e) = write_all_flush(&mut c.stream, &out).await {

@@ -26,8 +26,9 @@ impl Relay {
     }
 
     /// Whether `sql` may run on a shared connection: the scanner finds no effect on
-    /// session state in it, and it sends no notification (whose sender a listener
-    /// must see as this client: see relay_server::rename_sender).
+    /// session state in it, it sends no notification (whose sender a listener must see
+    /// as this client: see relay_server::rename_sender), and it signals no other
+    /// client (see pids.rs).
     pub(super) fn plain(&self, sql: &[u8]) -> bool {
         // Statements that return rows or change rows, nothing else (no COPY, no
         // utility commands).
@@ -38,6 +39,7 @@ impl Relay {
         FIRST.iter().any(|k| first.eq_ignore_ascii_case(k))
             && self.shared.effects.of(sql).is_none()
             && !sql.windows(6).any(|w| w.eq_ignore_ascii_case(b"notify"))
+            && !sluice_sql::signal::mentioned(sql)
     }
 
     /// In transaction mode, queues a plain query of a client that holds no server

@@ -134,6 +134,8 @@ pub(super) struct Relay {
     pub stale_error: bool,
     /// The pool-wide statement the client's round on a shared connection runs.
     pub muxed_stmt: Option<u128>,
+    /// What the client's statements signalling other clients leave to do.
+    pub signals: Option<Box<super::pids::Signals>>,
 }
 
 pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
@@ -168,6 +170,7 @@ pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
         server_fatal: false,
         stale_error: false,
         muxed_stmt: None,
+        signals: None,
     };
     let end = r.main_loop().await;
     // Boxed: ending a session (flushing, resetting the connection) needs a large future,
@@ -194,6 +197,9 @@ impl Relay {
             }
         }
         loop {
+            if self.signals.is_some() && self.at_rest {
+                self.settle_signals();
+            }
             self.maybe_release();
             if self.io.shutting_down && self.idle() && self.io.to_client.is_empty() {
                 return End::Shutdown;
@@ -241,6 +247,16 @@ impl Relay {
                 Event::ServerRead(Err(e)) => Err(Error::server_gone(format!(
                     "lost connection to server: {e}"
                 ))),
+                Event::ClientRead(Ok(0)) | Event::ClientRead(Err(_))
+                    if self.s.cancel.slot.terminated() =>
+                {
+                    // Another client's pg_terminate_backend (see pids.rs).
+                    return End::Failed(Error::new(
+                        Kind::Shutdown,
+                        Side::Server,
+                        "terminating connection due to administrator command",
+                    ));
+                }
                 Event::ClientRead(Ok(0)) | Event::ClientRead(Err(_)) => return End::ClientLeft,
                 Event::ClientRead(Ok(_)) => match self.on_client().await {
                     Ok(Some(end)) => return end,

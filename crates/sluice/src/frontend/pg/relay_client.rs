@@ -81,7 +81,13 @@ impl Relay {
                     buf.advance(5);
                 }
                 Item::Whole(h) => {
+                    let rewritten = if self.tx_mode() && matches!(h.tag, fe::QUERY | fe::PARSE) {
+                        self.own_pids(h.tag, &buf[..h.frame_len])
+                    } else {
+                        None
+                    };
                     let muxed = match h.tag {
+                        _ if rewritten.is_some() => None,
                         fe::PARSE => self.try_mux_batch(buf),
                         fe::BIND => self.try_mux_named(buf),
                         _ => None,
@@ -91,7 +97,8 @@ impl Relay {
                         buf.advance(n);
                         break;
                     }
-                    let end = self.on_frame(h.tag, &buf[..h.frame_len]).await;
+                    let frame = rewritten.as_deref().unwrap_or(&buf[..h.frame_len]);
+                    let end = self.on_frame(h.tag, frame).await;
                     buf.advance(h.frame_len);
                     if let Some(end) = end? {
                         return Ok(Some(end));
@@ -129,16 +136,6 @@ impl Relay {
         }
         self.status = lease.status;
         self.tracker.set_status(lease.status);
-        // Names notification senders (see relay_server::rename_sender). Recorded for
-        // every lease: the client may LISTEN and NOTIFY in the very statement it leases
-        // this connection for.
-        if self.tx_mode() {
-            let mut holders = self.shared.holders.lock();
-            if holders.len() > 65_536 {
-                holders.clear();
-            }
-            holders.insert(lease.pid, self.s.cancel.key.0);
-        }
         self.unnamed_here = false;
         tracing::trace!(client = self.s.cancel.key.0, server = lease.pid, "lease");
         self.s.lease = Some(lease);
@@ -163,6 +160,9 @@ impl Relay {
             t,
         );
         self.skip_to_sync = !end_now;
+        if let Some(s) = self.signals.as_mut() {
+            s.failed = true;
+        }
     }
 
     async fn on_frame(&mut self, tag: u8, frame: &[u8]) -> Result<Option<End>, Error> {
@@ -302,6 +302,7 @@ impl Relay {
         self.unnamed_here = false;
         if self.tx_mode() {
             let sql = msg::query_text(body).unwrap_or_default();
+            self.note_notifier(sql);
             let effects = self.shared.effects.of(sql);
             let effects: &[Effect] = effects.as_deref().unwrap_or_default();
             // DEALLOCATE of a protocol-level statement: it exists under another name on
@@ -403,6 +404,7 @@ impl Relay {
     fn parse(&mut self, frame: &[u8], body: &[u8]) -> Result<(), Error> {
         let (name, query, types) =
             msg::parse(body).ok_or_else(|| Error::protocol("malformed Parse message"))?;
+        self.note_notifier(query);
         if name.is_empty() {
             self.unnamed_effects = self.shared.effects.of(query);
             self.unnamed.set(query, types);

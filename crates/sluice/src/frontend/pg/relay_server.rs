@@ -110,6 +110,9 @@ impl Relay {
                     if h.tag == be::ERROR_RESPONSE {
                         self.server_fatal |= fwd && fatal(body);
                         self.stale_error = stale(body);
+                        if let Some(s) = self.signals.as_mut() {
+                            s.failed = true;
+                        }
                     }
                     if fwd {
                         let at = self.io.to_client.len();

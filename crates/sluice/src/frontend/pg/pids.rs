@@ -1,0 +1,144 @@
+//! Process ids as a pooled PostgreSQL client knows them. A client in transaction mode
+//! is told a process id of Sluice's (its BackendKeyData), and its notifications carry
+//! it as their sender; so `pg_backend_pid()` as a select item answers it too (see
+//! `sluice_sql::session_id`), and `pg_cancel_backend(pid)` / `pg_terminate_backend(pid)`
+//! naming such an id reach the server connection that client uses now, which it keeps
+//! until the statement has run (or, where it uses none, are answered for it: a cancel
+//! has nothing to stop, a terminate ends that client's session).
+
+use super::relay::Relay;
+use crate::cancel::{InFlight, Slot};
+use bytes::BytesMut;
+use sluice_wire_pg::encode;
+use sluice_wire_pg::msg::{self, fe};
+use std::sync::Arc;
+
+/// What a statement that signals other clients leaves to do once it has run.
+#[derive(Default)]
+pub(super) struct Signals {
+    /// Server connections that run nothing new until then (see cancel.rs).
+    held: Vec<InFlight>,
+    /// Clients holding no server connection that a terminate ends, if it succeeds.
+    terminate: Vec<Arc<Slot>>,
+    /// An error came back meanwhile.
+    pub failed: bool,
+}
+
+impl Relay {
+    /// The Query or Parse `frame` with the client's own process id and the process ids
+    /// of other clients put where the server needs them; None when nothing changes.
+    pub(super) fn own_pids(&mut self, tag: u8, frame: &[u8]) -> Option<BytesMut> {
+        let body = frame.get(5..)?;
+        let (name, sql, types) = match tag {
+            fe::QUERY => (None, msg::query_text(body)?, &[][..]),
+            fe::PARSE => {
+                let (name, sql, types) = msg::parse(body)?;
+                (Some(name), sql, types)
+            }
+            _ => return None,
+        };
+        let virtual_pid = self.s.cancel.slot.client().is_some();
+        let own = virtual_pid
+            .then(|| {
+                let id = self.s.cancel.key.0 as u32;
+                sluice_sql::session_id::rewrite(sql, sluice_sql::Dialect::Postgres, id)
+            })
+            .flatten();
+        let sql = own.as_deref().unwrap_or(sql);
+        let signalled = self.signal_others(sql);
+        if own.is_none() && signalled.is_none() {
+            return None;
+        }
+        let sql = signalled.as_deref().unwrap_or(sql);
+        let mut out = BytesMut::with_capacity(sql.len() + types.len() + 16);
+        match name {
+            None => encode::query(&mut out, sql),
+            Some(name) => encode::parse(&mut out, name, sql, types),
+        }
+        Some(out)
+    }
+
+    /// Maps pg_cancel_backend / pg_terminate_backend of clients known by Sluice's
+    /// process ids (transaction mode) in `sql`; None when there are none.
+    fn signal_others(&mut self, sql: &[u8]) -> Option<Vec<u8>> {
+        let calls = sluice_sql::signal::calls(sql);
+        let mut out = sql.to_vec();
+        let mut changed = false;
+        // From the end, so that the earlier spans stay where they are.
+        for call in calls.iter().rev() {
+            let Some(target) = self.shared.cancels.by_pid(call.pid) else {
+                continue;
+            };
+            if let Some(key) = target.get() {
+                // The target keeps that connection until this statement has run; it
+                // may have let go of it in between.
+                let held = key.cancelling();
+                if target.get().as_ref() != Some(&key) {
+                    continue;
+                }
+                self.signals.get_or_insert_default().held.push(held);
+                out.splice(call.pid_at.clone(), key.pid.to_string().into_bytes());
+                changed = true;
+                continue;
+            }
+            if !self.may_signal(&target) {
+                // The server answers for an id it does not know (a warning, false).
+                continue;
+            }
+            let mut value = b"true".to_vec();
+            if call.bare_item {
+                let name = if call.terminate {
+                    " AS pg_terminate_backend"
+                } else {
+                    " AS pg_cancel_backend"
+                };
+                value.extend_from_slice(name.as_bytes());
+            }
+            out.splice(call.call_at.clone(), value);
+            if call.terminate {
+                self.signals.get_or_insert_default().terminate.push(target);
+            }
+            changed = true;
+        }
+        changed.then_some(out)
+    }
+
+    /// Whether this client may signal `target`, which holds no server connection for
+    /// the server to decide: a superuser, or the same user (as the server allows; role
+    /// memberships such as pg_signal_backend are the server's to know, and a client
+    /// relying on them gets the server's answer for an id it does not know).
+    fn may_signal(&self, target: &Slot) -> bool {
+        let superuser = self.s.client_params.get("is_superuser").map(String::as_str) == Some("on");
+        let mine = self.s.cancel.slot.client().map(|c| c.user.as_str());
+        superuser || target.client().map(|c| c.user.as_str()) == mine && mine.is_some()
+    }
+
+    /// The client's request has been answered: the connections its signals aimed at go
+    /// back to their clients, and the terminates it asked for take effect.
+    pub(super) fn settle_signals(&mut self) {
+        let Some(signals) = self.signals.take() else {
+            return;
+        };
+        if !signals.failed {
+            for target in &signals.terminate {
+                target.terminate();
+            }
+        }
+    }
+
+    /// Transaction mode: notifications carry the sender pid of the client that last
+    /// held the connection while sending one (see relay_server::rename_sender).
+    pub(super) fn note_notifier(&self, sql: &[u8]) {
+        let Some(lease) = self.s.lease.as_ref() else {
+            return;
+        };
+        if !sql.windows(6).any(|w| w.eq_ignore_ascii_case(b"notify")) {
+            return;
+        }
+        let mut holders = self.shared.holders.lock();
+        if holders.len() > 65_536 {
+            holders.clear();
+        }
+        holders.insert(lease.pid, self.s.cancel.key.0);
+    }
+}
