@@ -229,6 +229,9 @@ pub struct Server {
     pub tls_ca_file: Option<PathBuf>,
     /// Name to send in SNI and to verify; `host` when not given.
     pub tls_server_name: String,
+    /// Server connections Sluice keeps open to this server at most, across all pools;
+    /// `None`: the server's own limit, read at the first login.
+    pub max_server_connections: Option<usize>,
 }
 
 impl Server {

@@ -41,6 +41,7 @@ pub(crate) const SERVER_KEYS: &[&str] = &[
     "tls",
     "tls_ca_file",
     "tls_server_name",
+    "max_server_connections",
 ];
 pub(crate) const CLUSTER_KEYS: &[&str] = &["servers"];
 pub(crate) const USER_KEYS: &[&str] = &[
@@ -232,6 +233,7 @@ fn read_server(
         r.check_readable("tls_ca_file", path);
     }
     let tls_server_name = r.nonempty_string("tls_server_name");
+    let max_server_connections = r.count("max_server_connections", 1, MAX_COUNT);
     if tls.verifies() && !r.has("tls_ca_file") {
         r.error(
             "tls",
@@ -248,6 +250,7 @@ fn read_server(
             tls,
             tls_ca_file,
             tls_server_name: tls_server_name.unwrap_or_else(|| host.clone()),
+            max_server_connections,
             host,
         })
     })
