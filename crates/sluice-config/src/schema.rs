@@ -105,6 +105,18 @@ string_enum! {
 }
 
 string_enum! {
+    /// The MySQL compressed protocol towards a server.
+    Compression {
+        /// Plain packets.
+        Off = "off",
+        /// CLIENT_COMPRESS (zlib), if the server offers it.
+        Zlib = "zlib",
+        /// CLIENT_ZSTD_COMPRESSION_ALGORITHM, if the server offers it.
+        Zstd = "zstd",
+    }
+}
+
+string_enum! {
     /// Whether a HandlerSocket listener takes writes.
     HsMode {
         /// Finds only; inserts and modifications answer `2 1 readonly`.
@@ -232,6 +244,8 @@ pub struct Server {
     /// Server connections Sluice keeps open to this server at most, across all pools;
     /// `None`: the server's own limit, read at the first login.
     pub max_server_connections: Option<usize>,
+    /// MySQL servers: the compressed protocol on Sluice's connections to this server.
+    pub compression: Compression,
 }
 
 impl Server {

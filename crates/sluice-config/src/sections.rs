@@ -42,6 +42,7 @@ pub(crate) const SERVER_KEYS: &[&str] = &[
     "tls_ca_file",
     "tls_server_name",
     "max_server_connections",
+    "compression",
 ];
 pub(crate) const CLUSTER_KEYS: &[&str] = &["servers"];
 pub(crate) const USER_KEYS: &[&str] = &[
@@ -234,6 +235,15 @@ fn read_server(
     }
     let tls_server_name = r.nonempty_string("tls_server_name");
     let max_server_connections = r.count("max_server_connections", 1, MAX_COUNT);
+    let compression = r
+        .choice("compression", Compression::ALL)
+        .unwrap_or(Compression::Off);
+    if compression != Compression::Off && protocol == Some(Protocol::Postgres) {
+        r.error(
+            "compression",
+            "only MySQL servers have a compressed protocol",
+        );
+    }
     if tls.verifies() && !r.has("tls_ca_file") {
         r.error(
             "tls",
@@ -251,6 +261,7 @@ fn read_server(
             tls_ca_file,
             tls_server_name: tls_server_name.unwrap_or_else(|| host.clone()),
             max_server_connections,
+            compression,
             host,
         })
     })

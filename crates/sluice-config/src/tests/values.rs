@@ -329,3 +329,33 @@ auth = "caching_sha2_password"
         Some(Secret::Plain("password".into()))
     );
 }
+
+#[test]
+fn server_compression() {
+    let text = format!(
+        "{BASE}\n[servers.my1]\nprotocol = \"mysql\"\nhost = \"127.0.0.1\"\ncompression = \"zstd\"\n\n[servers.my2]\nprotocol = \"mysql\"\nhost = \"127.0.0.1\"\n"
+    );
+    let config = ok(&text);
+    assert_eq!(config.servers["my1"].compression, Compression::Zstd);
+    assert_eq!(config.servers["my2"].compression, Compression::Off);
+    assert_eq!(config.servers["pg1"].compression, Compression::Off);
+    let bad = text.replace("\"zstd\"", "\"gzip\"");
+    super::assert_errors(
+        &bad,
+        &[(
+            Some(17),
+            "[servers.my1] compression: invalid value \"gzip\"; expected one of: \"off\", \"zlib\", \"zstd\"",
+        )],
+    );
+    let pg = BASE.replace(
+        "host = \"127.0.0.1\"\n",
+        "host = \"127.0.0.1\"\ncompression = \"zlib\"\n",
+    );
+    super::assert_errors(
+        &pg,
+        &[(
+            Some(5),
+            "[servers.pg1] compression: only MySQL servers have a compressed protocol",
+        )],
+    );
+}
