@@ -40,6 +40,9 @@ pub const CLIENT_SESSION_TRACK: u64 = 1 << 23;
 pub const CLIENT_DEPRECATE_EOF: u64 = 1 << 24;
 /// MySQL 8: a column count packet carries a "metadata follows" byte.
 pub const CLIENT_OPTIONAL_RESULTSET_METADATA: u64 = 1 << 25;
+/// MySQL 8.0.18: the compressed protocol with zstd; the client's HandshakeResponse41
+/// ends with the level byte. MariaDB leaves the bit unused.
+pub const CLIENT_ZSTD_COMPRESSION_ALGORITHM: u64 = 1 << 26;
 /// MySQL 8.0.23: COM_QUERY / COM_STMT_EXECUTE carry query attributes.
 pub const CLIENT_QUERY_ATTRIBUTES: u64 = 1 << 27;
 // MariaDB's extended capabilities (upper 32 bits).
@@ -53,7 +56,7 @@ pub const MARIADB_CLIENT_CACHE_METADATA: u64 = 1 << 36;
 
 /// The capabilities a proxy built on this crate relays end to end: it offers a client at
 /// most these (and only those the server has too), and asks a server for no others.
-/// Left out: compression, MariaDB's progress reports, COM_MULTI, bulk execution and
+/// Left out: compression (each leg has its own, see [`COMPRESSION_CAPS`]), MariaDB's progress reports, COM_MULTI, bulk execution and
 /// metadata caching, MySQL's optional metadata and query attributes; TLS is negotiated
 /// separately on each leg.
 pub const SLUICE_CAPS: u64 = CLIENT_LONG_PASSWORD
@@ -80,6 +83,10 @@ pub const SLUICE_CAPS: u64 = CLIENT_LONG_PASSWORD
     | CLIENT_SESSION_TRACK
     | CLIENT_DEPRECATE_EOF
     | MARIADB_CLIENT_EXTENDED_TYPE_INFO;
+
+/// The compressed protocol: agreed on each leg by itself (Sluice offers it to every
+/// client, and asks a server for it where configured).
+pub const COMPRESSION_CAPS: u64 = CLIENT_COMPRESS | CLIENT_ZSTD_COMPRESSION_ALGORITHM;
 
 // Server status flags (OK and EOF packets).
 pub const SERVER_STATUS_IN_TRANS: u16 = 1;
@@ -158,6 +165,7 @@ pub const ER_BAD_DB_ERROR: u16 = 1049;
 pub const ER_NO_SUCH_THREAD: u16 = 1094;
 pub const ER_NET_PACKET_TOO_LARGE: u16 = 1153;
 pub const ER_NET_PACKETS_OUT_OF_ORDER: u16 = 1156;
+pub const ER_NET_UNCOMPRESS_ERROR: u16 = 1157;
 pub const ER_UNKNOWN_STMT_HANDLER: u16 = 1243;
 pub const ER_QUERY_INTERRUPTED: u16 = 1317;
 pub const ER_MALFORMED_PACKET: u16 = 1835;
@@ -174,6 +182,7 @@ pub fn sqlstate(code: u16) -> &'static [u8; 5] {
         | ER_UNKNOWN_COM_ERROR
         | ER_NET_PACKET_TOO_LARGE
         | ER_NET_PACKETS_OUT_OF_ORDER
+        | ER_NET_UNCOMPRESS_ERROR
         | ER_MALFORMED_PACKET => b"08S01",
         ER_QUERY_INTERRUPTED => b"70100",
         _ => b"HY000",

@@ -12,7 +12,7 @@ use crate::codec::{Reader, put_lenenc_str, put_nul_str};
 use crate::consts::{
     CLIENT_CONNECT_ATTRS, CLIENT_CONNECT_WITH_DB, CLIENT_MYSQL, CLIENT_PLUGIN_AUTH,
     CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA, CLIENT_PROTOCOL_41, CLIENT_SECURE_CONNECTION,
-    CLIENT_SSL,
+    CLIENT_SSL, CLIENT_ZSTD_COMPRESSION_ALGORITHM,
 };
 use bytes::BufMut;
 
@@ -207,6 +207,19 @@ impl HandshakeResponse41 {
     /// Parses the response. Trailing optional fields the client's capabilities announce
     /// but the packet omits read as `None`, as servers accept.
     pub fn parse(payload: &[u8]) -> Option<Self> {
+        Self::parse_with_rest(payload).map(|(r, _)| r)
+    }
+
+    /// The zstd level byte that ends the response of a client asking for
+    /// CLIENT_ZSTD_COMPRESSION_ALGORITHM (after the connection attributes).
+    pub fn zstd_level(payload: &[u8]) -> Option<u8> {
+        let (r, rest) = Self::parse_with_rest(payload)?;
+        (r.capabilities & CLIENT_ZSTD_COMPRESSION_ALGORITHM != 0)
+            .then(|| rest.first().copied())
+            .flatten()
+    }
+
+    fn parse_with_rest(payload: &[u8]) -> Option<(Self, &[u8])> {
         let mut r = Reader::new(payload);
         let (caps, max_packet, charset) = fixed_part(&mut r)?;
         if caps & CLIENT_PROTOCOL_41 == 0 {
@@ -232,7 +245,7 @@ impl HandshakeResponse41 {
         } else {
             None
         };
-        Some(HandshakeResponse41 {
+        let response = HandshakeResponse41 {
             capabilities: caps,
             max_packet,
             charset,
@@ -241,11 +254,13 @@ impl HandshakeResponse41 {
             database,
             auth_plugin,
             attrs,
-        })
+        };
+        Some((response, r.rest()))
     }
 
     /// Writes the payload. Optional fields are written when their capability is set
-    /// (an absent value as empty).
+    /// (an absent value as empty). With CLIENT_ZSTD_COMPRESSION_ALGORITHM the caller
+    /// appends the level byte.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let caps = self.capabilities;
         put_fixed_part(out, caps, self.max_packet, self.charset);

@@ -6,11 +6,13 @@
 //! run the connection phase with [`handshake`] and [`auth`], look at OK / ERR / EOF
 //! packets through [`resp`], and follow a server connection's response stream with
 //! [`track`] to know where each command's answer ends and what transaction state it
-//! leaves. Packets stay byte slices: nothing is parsed that routing and pooling do not
+//! leaves; [`compress`] is the compressed protocol's layer below the packets. Packets
+//! stay byte slices: nothing is parsed that routing and pooling do not
 //! need.
 
 pub mod auth;
 pub mod codec;
+pub mod compress;
 pub mod consts;
 pub mod handshake;
 pub mod packet;
