@@ -3,7 +3,7 @@
 #
 #   scripts/driver-suites.sh
 #
-# Five drivers' own test suites, each run directly against a throwaway server,
+# Six drivers' own test suites, each run directly against a throwaway server,
 # then through Sluice in session mode and in transaction mode, and compared
 # test by test:
 #   PostgreSQL  psycopg2 2.9.13 (libpq)      scripts/psycopg2-suite.sh
@@ -11,6 +11,7 @@
 #               pg8000 1.31.6 (pure Python)  scripts/pg8000-suite.sh
 #   MySQL       mysqlclient 2.3.1 (libmariadb) scripts/mysqlclient-suite.sh
 #               aiomysql 0.3.2 (PyMySQL, TLS) scripts/aiomysql-suite.sh
+#               MariaDB Connector/Python 1.1.14 scripts/mariadb-suite.sh
 # The results are summed up in docs/compatibility.md.
 #
 # 1. builds sluice (cargo build --release -p sluice; SLUICE_BUILD_JOBS jobs,
@@ -33,9 +34,10 @@
 #    with a random password over TCP, mysql_native_password, TLS with a
 #    certificate made for the run; see scripts/lib/mariadb.sh) and a second
 #    sluice (MySQL listeners in front of that server: session mode, pool 20;
-#    transaction mode, pool 10; both accept TLS from clients with the same
-#    certificate, and use TLS towards the server), and runs and compares the
-#    MySQL suites exactly as in step 4.
+#    transaction mode, pool 10, clients waiting at most 5 s for a server
+#    connection; both accept TLS from clients with the same certificate, and
+#    use TLS towards the server), and runs and compares the MySQL suites
+#    exactly as in step 4.
 #
 # The last line is "driver-suites: N passed, N failed", one check per
 # compared endpoint (and one per direct run), all suites together.
@@ -44,7 +46,8 @@
 #   DRIVER_SUITES_DIRECT_ONLY=1  only the direct runs (no build, no sluice)
 #   DRIVER_SUITES_STRICT=1       no known differences: any difference fails
 #   DRIVER_SUITES_PSYCOPG2=0, DRIVER_SUITES_ASYNCPG=0, DRIVER_SUITES_PG8000=0,
-#   DRIVER_SUITES_MYSQLCLIENT=0, DRIVER_SUITES_AIOMYSQL=0
+#   DRIVER_SUITES_MYSQLCLIENT=0, DRIVER_SUITES_AIOMYSQL=0,
+#   DRIVER_SUITES_MARIADB=0
 #                                skip that suite
 #   DRIVER_SUITES_MODES          sluice listeners to test the PostgreSQL
 #                                suites with (default "session transaction")
@@ -107,9 +110,9 @@ banner() { printf '\n=== %s ===\n' "$*"; }
 # sluice-MODE), with results in $RESULTS/LABEL; its known differences are in
 # scripts/lib/SUITE-known-differences.tsv.
 PG_SUITES=(psycopg2 asyncpg pg8000)
-MY_SUITES=(mysqlclient aiomysql)
+MY_SUITES=(mysqlclient aiomysql mariadb)
 declare -A SUITE_DB=([psycopg2]=psycopg2_test [asyncpg]=postgres [pg8000]=postgres
-    [mysqlclient]=mysqldb_test [aiomysql]=test_pymysql)
+    [mysqlclient]=mysqldb_test [aiomysql]=test_pymysql [mariadb]=testp)
 
 # suite_prefix SUITE: the label prefix of SUITE's runs.
 suite_prefix() {
@@ -349,8 +352,11 @@ mysql_part() {
         banner "sluice (MySQL listeners)"
         local cfg="$RESULTS/sluice-mysql.toml"
         two_ports
+        # MariaDB Connector/Python's pool tests hold more connections in
+        # transactions (autocommit off) than the transaction pool has: 5 s of
+        # waiting instead of Sluice's default 30 s each.
         sl_sluice_write_mysql_config "$cfg" "$SL_MY_HOST" "$SL_MY_PORT" \
-            "session:session:20:$PORT_A" "tx:transaction:10:$PORT_B"
+            "session:session:20:$PORT_A" "tx:transaction:10:$PORT_B:5s"
         sl_log "sluice config: $cfg"
         sl_sluice_start "$cfg" "$log" "$PORT_A" "$PORT_B"
         pid=$SL_SLUICE_PID
@@ -397,6 +403,8 @@ main() {
 
     banner "summary ($((SECONDS - start))s)"
     printf '%s\n' "${REPORT[@]}"
+    echo "passed / failed / skipped per suite and endpoint:"
+    python3 "$SCRIPT_DIR/lib/outcomes.py" table "$RESULTS" "${pg[@]}" "${my[@]}"
     echo "results: $RESULTS"
     echo "driver-suites: $CHECKS_PASSED passed, $CHECKS_FAILED failed"
     ((CHECKS_FAILED == 0 && CHECKS_PASSED > 0))

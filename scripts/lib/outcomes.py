@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Summarise and compare per-test outcome files ("nodeid<TAB>outcome" lines)
-written by psycopg2_pytest_plugin.py.
+written by outcomes_pytest_plugin.py.
 
   outcomes.py summary LABEL OUTCOMES FAILED_OUT
       prints "LABEL: N passed, N failed, N skipped" (plus xfailed/xpassed
@@ -13,7 +13,15 @@ written by psycopg2_pytest_plugin.py.
       file whose MODE matches name tests that may go from passed to failed
       (known limitations); such differences are listed but do not fail the
       comparison. A listed test that passes anyway is reported, not failed.
+
+  outcomes.py table RESULTS SUITE...
+      prints a Markdown table of the passed/failed/skipped counts of each
+      SUITE's runs in RESULTS (the results dir of scripts/driver-suites.sh):
+      RESULTS/SUITE-direct, SUITE-sluice-session, SUITE-sluice-transaction
+      (psycopg2's without the SUITE- prefix), as in docs/compatibility.md.
 """
+
+import os
 
 import sys
 from collections import Counter
@@ -94,7 +102,29 @@ def cmd_compare(blabel, bpath, olabel, opath, allow_path=None, mode=None):
     return 0
 
 
+def counts(path):
+    if not os.path.exists(path):
+        return "not run"
+    c = Counter(load(path).values())
+    cell = f"{c['passed']} / {c['failed']} / {c['skipped']}"
+    extra = [f"{c[k]} {k}" for k in ("xfailed", "xpassed") if c[k]]
+    return cell + (f" ({', '.join(extra)})" if extra else "")
+
+
+def cmd_table(results, suites):
+    print("| driver | direct | Sluice session mode | Sluice transaction mode |")
+    print("|---|---|---|---|")
+    for suite in suites:
+        prefix = "" if suite == "psycopg2" else suite + "-"
+        cells = [counts(os.path.join(results, prefix + run, "outcomes.tsv"))
+                 for run in ("direct", "sluice-session", "sluice-transaction")]
+        print(f"| {suite} | " + " | ".join(cells) + " |")
+    return 0
+
+
 def main(argv):
+    if len(argv) >= 3 and argv[0] == "table":
+        return cmd_table(argv[1], argv[2:])
     if len(argv) == 4 and argv[0] == "summary":
         return cmd_summary(*argv[1:])
     if len(argv) in (5, 7) and argv[0] == "compare":
