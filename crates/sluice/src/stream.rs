@@ -1,4 +1,9 @@
-//! A socket that is either plain TCP or TLS, for both sides of the proxy.
+//! A socket that is either plain TCP or TLS, for both sides of the proxy, and, for
+//! MySQL connections that agreed on it, the compressed protocol over either
+//! ([`compressed`]).
+
+mod compressed;
+pub use compressed::compress;
 
 use std::io;
 use std::pin::Pin;
@@ -10,11 +15,17 @@ pub enum Stream {
     Plain(TcpStream),
     TlsServer(Box<tokio_rustls::server::TlsStream<TcpStream>>),
     TlsClient(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    /// MySQL's compressed protocol over a plain or TLS stream.
+    Compressed(Box<compressed::Compressed>),
 }
 
 impl Stream {
     pub fn is_tls(&self) -> bool {
-        !matches!(self, Stream::Plain(_))
+        match self {
+            Stream::Plain(_) => false,
+            Stream::Compressed(c) => c.inner.is_tls(),
+            _ => true,
+        }
     }
 
     /// An idle connection must have nothing to say: false if the peer closed it or sent
@@ -48,6 +59,7 @@ impl Stream {
                     r => return Poll::Ready(r),
                 }
             },
+            Stream::Compressed(c) => c.poll_read_grow(cx, buf, chunk),
             _ => {
                 grow(buf);
                 tokio_util::io::poll_read_buf(Pin::new(self), cx, buf)
@@ -60,6 +72,7 @@ impl Stream {
             Stream::Plain(s) => s,
             Stream::TlsServer(s) => s.get_ref().0,
             Stream::TlsClient(s) => s.get_ref().0,
+            Stream::Compressed(c) => c.inner.tcp(),
         }
     }
 }
@@ -131,6 +144,7 @@ impl AsyncRead for Stream {
             Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
             Stream::TlsServer(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
             Stream::TlsClient(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Stream::Compressed(c) => c.poll_read(cx, buf),
         }
     }
 }
@@ -145,6 +159,7 @@ impl AsyncWrite for Stream {
             Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
             Stream::TlsServer(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
             Stream::TlsClient(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Stream::Compressed(c) => c.poll_write(cx, buf),
         }
     }
 
@@ -153,6 +168,7 @@ impl AsyncWrite for Stream {
             Stream::Plain(s) => Pin::new(s).poll_flush(cx),
             Stream::TlsServer(s) => Pin::new(s.as_mut()).poll_flush(cx),
             Stream::TlsClient(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Stream::Compressed(c) => c.poll_flush(cx),
         }
     }
 
@@ -161,6 +177,7 @@ impl AsyncWrite for Stream {
             Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
             Stream::TlsServer(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
             Stream::TlsClient(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Stream::Compressed(c) => c.poll_shutdown(cx),
         }
     }
 }

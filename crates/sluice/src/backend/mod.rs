@@ -21,6 +21,8 @@ pub struct Target {
     pub server_name: String,
     pub connect_timeout: Duration,
     pub max_message: usize,
+    /// MySQL: the compressed protocol asked of the server (`[servers] compression`).
+    pub compression: sluice_config::Compression,
 }
 
 impl Target {
@@ -39,6 +41,7 @@ impl Target {
             server_name: server.tls_server_name.clone(),
             connect_timeout,
             max_message,
+            compression: server.compression,
         }
     }
 

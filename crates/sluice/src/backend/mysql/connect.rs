@@ -9,6 +9,7 @@ use crate::error::{Error, Kind, Result, Side};
 use crate::stream::{Stream, write_all_flush};
 use bytes::BytesMut;
 use sluice_config::ServerTls;
+use sluice_wire_mysql::compress::{self, Algorithm, Framer, Role};
 use sluice_wire_mysql::handshake::{
     AuthSwitchRequest, HandshakeResponse41, HandshakeV10, SslRequest,
 };
@@ -98,6 +99,8 @@ pub async fn login(op: &Opener) -> std::result::Result<(ServerConn, HandshakeV10
     } else {
         caps |= consts::CLIENT_CONNECT_WITH_DB;
     }
+    let compression = compression_for(t, hs.capabilities);
+    caps |= compression.map_or(0, |(flag, _)| flag);
     let mut seq = 1u8;
     if t.tls != ServerTls::Disable {
         let before = stream.is_tls();
@@ -122,6 +125,9 @@ pub async fn login(op: &Opener) -> std::result::Result<(ServerConn, HandshakeV10
     };
     let mut payload = Vec::new();
     response.encode(&mut payload);
+    if caps & consts::CLIENT_ZSTD_COMPRESSION_ALGORITHM != 0 {
+        payload.push(compress::ZSTD_DEFAULT_LEVEL);
+    }
     let mut out = BytesMut::new();
     packet::write_packet(&mut out, &mut seq, &payload);
     write_all_flush(&mut stream, &out).await?;
@@ -170,6 +176,7 @@ pub async fn login(op: &Opener) -> std::result::Result<(ServerConn, HandshakeV10
         packet::write_packet(&mut out, &mut seq, &reply);
         write_all_flush(&mut stream, &out).await?;
     }
+    let (stream, rbuf) = start_compression(stream, rbuf, compression, t.max_message);
     let mut conn = ServerConn {
         stream,
         rbuf,
@@ -187,6 +194,52 @@ pub async fn login(op: &Opener) -> std::result::Result<(ServerConn, HandshakeV10
     };
     conn.track_state().await?;
     Ok((conn, hs))
+}
+
+/// The compressed protocol to ask a server with capabilities `server_caps` for: the
+/// capability flag and the algorithm, if `[servers] compression` wants one the server
+/// offers (zlib or zstd; without it, plain packets, and a warning).
+pub fn compression_for(t: &Target, server_caps: u64) -> Option<(u64, Algorithm)> {
+    use sluice_config::Compression;
+    let (flag, alg) = match t.compression {
+        Compression::Off => return None,
+        Compression::Zlib => (consts::CLIENT_COMPRESS, Algorithm::Zlib),
+        Compression::Zstd => (
+            consts::CLIENT_ZSTD_COMPRESSION_ALGORITHM,
+            Algorithm::Zstd {
+                level: i32::from(compress::ZSTD_DEFAULT_LEVEL),
+            },
+        ),
+    };
+    if server_caps & flag == 0 {
+        tracing::warn!(
+            server = %t.addr(),
+            compression = %t.compression,
+            "the server does not offer this compression: its connections are not compressed"
+        );
+        return None;
+    }
+    Some((flag, alg))
+}
+
+/// After the login's OK: the connection's stream and read buffer, compressed if
+/// `compression` was agreed.
+pub fn start_compression(
+    stream: Stream,
+    rbuf: BytesMut,
+    compression: Option<(u64, Algorithm)>,
+    max: usize,
+) -> (Stream, BytesMut) {
+    match compression {
+        Some((_, alg)) => {
+            let framer = Framer::new(alg, Role::Client, max.clamp(64 * 1024, packet::MAX_PAYLOAD));
+            (
+                crate::stream::compress(stream, framer, rbuf),
+                BytesMut::new(),
+            )
+        }
+        None => (stream, rbuf),
+    }
 }
 
 fn scramble_for(plugin: &[u8], password: &[u8], salt: &[u8]) -> Vec<u8> {

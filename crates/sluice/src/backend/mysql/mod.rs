@@ -5,7 +5,7 @@
 mod connect;
 pub mod kv;
 
-pub use connect::{Opener, login, tls_upgrade};
+pub use connect::{Opener, compression_for, login, start_compression, tls_upgrade};
 
 use crate::backend::LoginError;
 use crate::error::{Error, Kind, Result, Side};

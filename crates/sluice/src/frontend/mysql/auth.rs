@@ -70,7 +70,7 @@ pub(super) async fn login(
     let verdict = ex
         .check(shared, ctx.cfg.auth, user_cfg, &user, plugin, first)
         .await;
-    let mut seq = ex.seq;
+    let seq = ex.seq;
     let Some(true) = verdict else {
         if verdict.is_some() {
             let msg = access_denied(&user, used_password);
@@ -133,9 +133,8 @@ pub(super) async fn login(
         0,
         b"",
     );
-    seq = send(&mut c.stream, seq, &ok).await.ok()?;
-    let _ = seq;
-    Some((session, c))
+    send(&mut c.stream, seq, &ok).await.ok()?;
+    Some((session, c.start_compression()))
 }
 
 /// The message of error 1045, as a server words it.

@@ -13,6 +13,7 @@ use crate::shared::Shared;
 use crate::stream::{Stream, write_all_flush};
 use bytes::{Bytes, BytesMut};
 use sluice_config::{AuthMethod, ClientTls, PoolMode};
+use sluice_wire_mysql::compress::{Algorithm, Framer, Role};
 use sluice_wire_mysql::handshake::{HandshakeResponse41, HandshakeV10, is_ssl_request};
 use sluice_wire_mysql::{consts, packet};
 use std::sync::Arc;
@@ -205,7 +206,9 @@ pub(super) async fn greet_client(
     max: usize,
 ) -> Option<(Client, u8, HandshakeResponse41, u64)> {
     let hs = &greeting;
-    let mut offer = hs.capabilities & consts::SLUICE_CAPS & !consts::CLIENT_SSL;
+    // Compression is Sluice's own on the client's leg, whatever the server offers.
+    let mut offer =
+        hs.capabilities & consts::SLUICE_CAPS & !consts::CLIENT_SSL | consts::COMPRESSION_CAPS;
     if ctx.tls.is_some() {
         offer |= consts::CLIENT_SSL;
     }
@@ -231,7 +234,12 @@ pub(super) async fn greet_client(
             c.fatal(cseq.wrapping_add(1), &e).await;
             return None;
         }
-        let Client { stream, buf, caps } = c;
+        let Client {
+            stream,
+            buf,
+            caps,
+            compress,
+        } = c;
         let Stream::Plain(tcp) = stream else {
             return None;
         };
@@ -242,7 +250,12 @@ pub(super) async fn greet_client(
                 return None;
             }
         };
-        c = Client { stream, buf, caps };
+        c = Client {
+            stream,
+            buf,
+            caps,
+            compress,
+        };
         (cseq, answer) = read_client(&mut c.stream, &mut c.buf, max).await?;
     } else if ctx.cfg.tls == ClientTls::Require {
         let e = Error::new(
@@ -259,6 +272,11 @@ pub(super) async fn greet_client(
             .await;
         return None;
     };
+    let level = HandshakeResponse41::zstd_level(&answer);
+    c.compress = Algorithm::negotiated(hello.capabilities & offer, level).map(|alg| {
+        let cap = max.clamp(64 * 1024, packet::MAX_PAYLOAD);
+        Framer::new(alg, Role::Server, cap)
+    });
     Some((c, cseq, hello, offer))
 }
 

@@ -44,6 +44,8 @@ pub struct Client {
     pub buf: BytesMut,
     /// Capabilities agreed with the client (0 before its HandshakeResponse).
     pub caps: u64,
+    /// The compressed protocol the client asked for, started once it is logged in.
+    pub compress: Option<sluice_wire_mysql::compress::Framer>,
 }
 
 /// The MySQL error code and SQLSTATE a client sees for one of Sluice's errors.
@@ -73,6 +75,24 @@ pub fn queue_err(out: &mut BytesMut, seq: u8, code: u16, state: &str, msg: &str)
 }
 
 impl Client {
+    /// After the OK that ends its login: switches to the compressed protocol if the
+    /// client asked for it. What it sent since is compressed already.
+    pub fn start_compression(self) -> Client {
+        let Some(framer) = self.compress else {
+            return self;
+        };
+        tracing::debug!(
+            algorithm = framer.alg.name(),
+            "client uses the compressed protocol"
+        );
+        Client {
+            stream: crate::stream::compress(self.stream, framer, self.buf),
+            buf: BytesMut::new(),
+            caps: self.caps,
+            compress: None,
+        }
+    }
+
     /// Sends an error and gives up on the client (best effort: it may be gone).
     pub async fn fatal(&mut self, seq: u8, e: &Error) {
         send_with(&mut self.stream, |out| queue_error(out, seq, e)).await;
@@ -99,6 +119,7 @@ async fn admit(
         stream: Stream::Plain(a.tcp),
         buf: BytesMut::new(),
         caps: consts::CLIENT_PROTOCOL_41,
+        compress: None,
     };
     let (shared, ctx) = (a.shared, a.ctx);
     let Some(slot) = a.slot else {

@@ -6,7 +6,9 @@
 
 use super::Client;
 use super::login::{greet_client, send};
-use crate::backend::mysql::{ServerConn, read_packet, tls_upgrade};
+use crate::backend::mysql::{
+    ServerConn, compression_for, read_packet, start_compression, tls_upgrade,
+};
 use crate::backend::{Target, connect_tcp};
 use crate::error::{Error, Kind, Side};
 use crate::frontend::ListenerCtx;
@@ -66,8 +68,11 @@ pub(super) async fn authenticate(
     c.caps = client_caps;
     let (user, database) = super::login::names(&hello);
 
-    // Towards the server: the client's answer with the capabilities both sides have.
-    let mut caps = client_caps & !consts::CLIENT_SSL;
+    // Towards the server: the client's answer with the capabilities both sides have;
+    // compression is each leg's own.
+    let mut caps = client_caps & !consts::CLIENT_SSL & !consts::COMPRESSION_CAPS;
+    let compression = compression_for(target, hs.capabilities);
+    caps |= compression.map_or(0, |(flag, _)| flag);
     let mut sseq = 1u8;
     if target.tls != sluice_config::ServerTls::Disable {
         let before = server.is_tls();
@@ -86,6 +91,9 @@ pub(super) async fn authenticate(
     hello.capabilities = caps;
     let mut payload = Vec::new();
     hello.encode(&mut payload);
+    if caps & consts::CLIENT_ZSTD_COMPRESSION_ALGORITHM != 0 {
+        payload.push(sluice_wire_mysql::compress::ZSTD_DEFAULT_LEVEL);
+    }
     let Ok(next) = send(&mut server, sseq, &payload).await else {
         c.fatal(
             cseq.wrapping_add(1),
@@ -104,6 +112,8 @@ pub(super) async fn authenticate(
         max,
     )
     .await?;
+    let c = c.start_compression();
+    let (server, sbuf) = start_compression(server, sbuf, compression, max);
 
     let mut conn = ServerConn {
         stream: server,
