@@ -114,12 +114,13 @@ fn kv_for(
     let server = crate::router::route_cluster(&l.cluster, config)
         .with_context(|| format!("handlersocket \"{}\": cluster has no server", l.name))?
         .server;
-    let target = Target::for_server(
+    let mut target = Target::for_server(
         server,
         shared.connectors.get(&server.name).cloned(),
         sluice_config::DEFAULT_CONNECT_TIMEOUT,
         config.general.max_message_size,
     );
+    target.budget = shared.budgets.get(&server.name).cloned();
     let creds = Credentials {
         user: l.user.clone(),
         password: l.password.clone(),

@@ -33,6 +33,8 @@ pub struct Shared {
     pub pg_views: crate::intern::Interner<std::collections::BTreeMap<String, String>>,
     /// TLS towards each server that uses it, by server name.
     pub connectors: HashMap<String, tokio_rustls::TlsConnector>,
+    /// Each server's connection budget, by server name (see pool/budget.rs).
+    pub budgets: HashMap<String, Arc<crate::pool::budget::ServerBudget>>,
     pub shutdown: watch::Receiver<bool>,
     pub clients: AtomicUsize,
     next_pid: AtomicI32,
@@ -44,7 +46,19 @@ impl Shared {
         connectors: HashMap<String, tokio_rustls::TlsConnector>,
         shutdown: watch::Receiver<bool>,
     ) -> Arc<Shared> {
+        let budgets = config
+            .servers
+            .values()
+            .map(|s| {
+                let cap = s.max_server_connections;
+                (
+                    s.name.clone(),
+                    crate::pool::budget::ServerBudget::new(&s.name, cap),
+                )
+            })
+            .collect();
         Arc::new(Shared {
+            budgets,
             config: ArcSwap::from_pointee(config),
             pools: Pools::default(),
             pg_muxes: Default::default(),

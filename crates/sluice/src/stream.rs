@@ -77,6 +77,29 @@ impl Stream {
     }
 }
 
+/// Says goodbye on a server connection (`bye`: the protocol's Terminate / COM_QUIT) and
+/// closes it; `keep` (the connection's place in the server's budget) is let go once the
+/// server has closed its end, or after two seconds, so that a connection counted as
+/// closed no longer counts against the server's own limit either (a server frees its
+/// slot as its backend exits, a little after the goodbye).
+pub fn close_after_eof<K: Send + 'static>(mut stream: Stream, bye: Vec<u8>, keep: K) {
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    rt.spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let wait = async {
+            stream.write_all(&bye).await?;
+            stream.flush().await?;
+            let mut b = [0u8; 512];
+            while stream.read(&mut b).await? > 0 {}
+            Ok::<_, io::Error>(())
+        };
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), wait).await;
+        drop(keep);
+    });
+}
+
 /// A client's socket as another task may end it (KILL, pg_terminate_backend): its
 /// descriptor, not a duplicate (ten thousand clients must not hold twenty thousand
 /// descriptors). The session clears it before its socket is closed (the relay holds

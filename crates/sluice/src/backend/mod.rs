@@ -23,6 +23,10 @@ pub struct Target {
     pub max_message: usize,
     /// MySQL: the compressed protocol asked of the server (`[servers] compression`).
     pub compression: sluice_config::Compression,
+    /// The server's connection budget (see pool/budget.rs), and how long an opener
+    /// waits for room in it.
+    pub budget: Option<std::sync::Arc<crate::pool::budget::ServerBudget>>,
+    pub budget_wait: Duration,
 }
 
 impl Target {
@@ -42,7 +46,14 @@ impl Target {
             connect_timeout,
             max_message,
             compression: server.compression,
+            budget: None,
+            budget_wait: connect_timeout,
         }
+    }
+
+    /// Takes room for one more connection to the server (see pool/budget.rs).
+    pub async fn permit(&self) -> Result<crate::pool::budget::Permit> {
+        crate::pool::budget::permit(self.budget.as_ref(), self.budget_wait).await
     }
 
     pub fn addr(&self) -> String {

@@ -9,6 +9,7 @@
 //! served (`wait.rs`): a connection given back goes straight to the longest waiter, and
 //! nobody arriving later takes it first.
 
+pub mod budget;
 #[cfg(test)]
 mod tests;
 mod wait;
@@ -429,6 +430,32 @@ impl<C: PoolConn> Pool<C> {
             st.idle.drain(..).collect()
         };
         idle.into_iter().for_each(C::close);
+    }
+}
+
+impl<C: PoolConn> budget::IdleConns for Pool<C> {
+    fn oldest_idle(&self) -> Option<Instant> {
+        let st = self.state.lock();
+        st.idle.iter().map(|c| c.stamps().last_used).min()
+    }
+
+    fn close_oldest_idle(&self) -> bool {
+        let c = {
+            let mut st = self.state.lock();
+            let oldest = st
+                .idle
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, c)| c.stamps().last_used)
+                .map(|(i, _)| i);
+            let Some(i) = oldest else {
+                return false;
+            };
+            st.total -= 1;
+            st.idle.swap_remove(i)
+        };
+        c.close();
+        true
     }
 }
 

@@ -38,12 +38,14 @@ pub fn target(shared: &Shared, ctx: &ListenerCtx) -> Result<(Arc<Config>, Target
         ))
     })?;
     let server = route.server;
-    let target = Target::for_server(
+    let mut target = Target::for_server(
         server,
         shared.connectors.get(&server.name).cloned(),
         pool_cfg.connect_timeout,
         config.general.max_message_size,
     );
+    target.budget = shared.budgets.get(&server.name).cloned();
+    target.budget_wait = pool_cfg.wait_timeout;
     Ok((config, target))
 }
 
@@ -87,7 +89,14 @@ pub fn plan<C: PoolConn>(
             .unwrap_or_else(|| default_reset.into()),
     };
     let pool_name = format!("{}/{}@{}", pool_cfg.name, server_user, database);
-    let pool = pools.get_or_create(&key, || Pool::new(pool_name, key.clone(), settings));
+    let pool = pools.get_or_create(&key, || {
+        let pool = Pool::new(pool_name, key.clone(), settings);
+        if let Some(b) = &target.budget {
+            let idle: Arc<dyn crate::pool::budget::IdleConns> = pool.clone();
+            b.register(Arc::downgrade(&idle));
+        }
+        pool
+    });
     Ok(Plan {
         mode: pool_cfg.mode,
         config,

@@ -51,6 +51,7 @@ pub async fn connect_stream(t: &Target) -> Result<Stream> {
 pub async fn finish_startup(
     stream: Stream,
     mut rbuf: BytesMut,
+    permit: crate::pool::budget::Permit,
     t: &Target,
     mut on_param: impl FnMut(&str, &str),
 ) -> std::result::Result<ServerConn, LoginError> {
@@ -84,7 +85,7 @@ pub async fn finish_startup(
     }
     let addr: std::sync::Arc<str> = t.addr().into();
     let key = std::sync::Arc::new(crate::cancel::ServerKey::new(addr.clone(), pid, secret));
-    Ok(ServerConn {
+    let mut conn = ServerConn {
         stream,
         key,
         reported_fp: None,
@@ -98,7 +99,51 @@ pub async fn finish_startup(
         stamps: crate::pool::Stamps::now(),
         status: b'I',
         max_message: t.max_message,
-    })
+        permit,
+    };
+    // The first login to a server reads how many connections it allows.
+    if let Some(b) = t.budget.as_ref().filter(|b| b.wants_limit()) {
+        b.learn_limit(conn.server_limit().await);
+    }
+    Ok(conn)
+}
+
+/// Opens a connection (with room for it in the server's budget) and sends the startup
+/// message. A server that refuses it for lack of room ("too many clients", 53300,
+/// answered before any authentication) gets the least recently used idle connection of
+/// its pools closed and the login tried again, for as long as there is one to close.
+/// Returns the stream, the bytes read from it (the server's first answer, unread), and
+/// the connection's permit.
+pub async fn open_startup(
+    t: &Target,
+    params: &[(String, String)],
+) -> std::result::Result<(Stream, BytesMut, crate::pool::budget::Permit), LoginError> {
+    let mut out = BytesMut::new();
+    encode::startup(&mut out, params);
+    loop {
+        let permit = t.permit().await?;
+        let mut stream = connect_stream(t).await?;
+        write_all_flush(&mut stream, &out).await?;
+        let mut rbuf = BytesMut::with_capacity(8192);
+        let full = loop {
+            match sluice_wire_pg::frame::complete_frame(&rbuf, t.max_message) {
+                Ok(Some(h)) => {
+                    let body = &rbuf[5..h.frame_len];
+                    break h.tag == msg::be::ERROR_RESPONSE
+                        && msg::error_field(body, b'C') == Some("53300");
+                }
+                Ok(None) => {}
+                Err(_) => break false,
+            }
+            if stream.read_buf(&mut rbuf).await? == 0 {
+                break false;
+            }
+        };
+        let evicted = full && t.budget.as_ref().is_some_and(|b| b.evict_one());
+        if !evicted {
+            return Ok((stream, rbuf, permit));
+        }
+    }
 }
 
 /// A full login by Sluice itself with `params` (user, database, ...).
@@ -108,13 +153,9 @@ pub async fn login(
     creds: &Credentials,
 ) -> std::result::Result<ServerConn, LoginError> {
     let fut = async {
-        let mut stream = connect_stream(t).await?;
-        let mut out = BytesMut::new();
-        encode::startup(&mut out, params);
-        write_all_flush(&mut stream, &out).await?;
-        let mut rbuf = BytesMut::with_capacity(8192);
+        let (mut stream, mut rbuf, permit) = open_startup(t, params).await?;
         authenticate(&mut stream, &mut rbuf, t, creds).await?;
-        finish_startup(stream, rbuf, t, |_, _| {}).await
+        finish_startup(stream, rbuf, permit, t, |_, _| {}).await
     };
     match tokio::time::timeout(t.connect_timeout, fut).await {
         Ok(r) => r,

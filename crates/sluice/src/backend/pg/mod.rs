@@ -6,7 +6,7 @@ mod connect;
 pub mod kv;
 
 pub use crate::backend::{Credentials, LoginError, Target};
-pub use connect::{connect_stream, finish_startup, login};
+pub use connect::{connect_stream, finish_startup, login, open_startup};
 
 use crate::error::{Error, Result};
 use crate::stream::{Stream, write_all_flush};
@@ -189,6 +189,8 @@ pub struct ServerConn {
     /// Last ReadyForQuery status.
     pub status: u8,
     pub max_message: usize,
+    /// Its place in the server's connection budget.
+    pub permit: crate::pool::budget::Permit,
 }
 
 impl ServerConn {
@@ -220,12 +222,24 @@ impl ServerConn {
     /// Runs simple queries Sluice needs for itself (resets) and reads to the last
     /// ReadyForQuery. Returns the first error's message, if any.
     pub async fn run(&mut self, queries: &[&str]) -> Result<Option<String>> {
+        Ok(self.exchange(queries).await?.0)
+    }
+
+    /// Runs one query of Sluice's own and returns the first column of its first row
+    /// (None on an error, no row or NULL).
+    pub async fn value(&mut self, query: &str) -> Result<Option<String>> {
+        let (error, value) = self.exchange(&[query]).await?;
+        Ok(value.filter(|_| error.is_none()))
+    }
+
+    /// Runs queries: the first error's message and the first row's first column.
+    async fn exchange(&mut self, queries: &[&str]) -> Result<(Option<String>, Option<String>)> {
         let mut out = BytesMut::new();
         for q in queries {
             encode::query(&mut out, q.as_bytes());
         }
         write_all_flush(&mut self.stream, &out).await?;
-        let mut first_error = None;
+        let (mut first_error, mut first_value) = (None, None);
         let mut remaining = queries.len();
         while remaining > 0 {
             let (tag, body) = self.read_frame().await?;
@@ -243,10 +257,22 @@ impl ServerConn {
                 msg::be::ERROR_RESPONSE if first_error.is_none() => {
                     first_error = Some(msg::error_field(&body, b'M').unwrap_or("error").to_owned());
                 }
+                msg::be::DATA_ROW if first_value.is_none() => {
+                    first_value = first_column(&body);
+                }
                 _ => {}
             }
         }
-        Ok(first_error)
+        Ok((first_error, first_value))
+    }
+
+    /// How many connections the server lets non-superusers open (its
+    /// `max_connections` less the reserved ones), for the server's budget.
+    pub async fn server_limit(&mut self) -> Option<usize> {
+        const Q: &str = "select current_setting('max_connections')::int \
+            - current_setting('superuser_reserved_connections')::int \
+            - coalesce(current_setting('reserved_connections', true)::int, 0)";
+        self.value(Q).await.ok().flatten()?.parse().ok()
     }
 
     /// Brings the connection back to a clean state with `reset_query`.
@@ -272,13 +298,10 @@ impl ServerConn {
         Ok(())
     }
 
-    pub fn close(mut self) {
+    pub fn close(self) {
         let mut out = BytesMut::new();
         encode::terminate(&mut out);
-        // Best effort: the socket is closed on drop either way.
-        if let Stream::Plain(s) = &mut self.stream {
-            let _ = s.try_write(&out);
-        }
+        crate::stream::close_after_eof(self.stream, out.to_vec(), self.permit);
     }
 }
 
@@ -423,6 +446,17 @@ pub async fn read_frame(
     max: usize,
 ) -> Result<(u8, Bytes)> {
     read_whole_frame(stream, buf, max, crate::error::Side::Server).await
+}
+
+/// The first column of a DataRow, as text (None for NULL or a malformed row).
+fn first_column(row: &[u8]) -> Option<String> {
+    let n = i16::from_be_bytes(row.get(..2)?.try_into().ok()?);
+    let len = i32::from_be_bytes(row.get(2..6)?.try_into().ok()?);
+    if n < 1 || len < 0 {
+        return None;
+    }
+    let v = row.get(6..6 + len as usize)?;
+    Some(String::from_utf8_lossy(v).into_owned())
 }
 
 /// Reads one whole tagged frame from either side, buffering in `buf`.

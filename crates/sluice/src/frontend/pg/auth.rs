@@ -4,7 +4,7 @@
 
 use super::Client;
 use crate::backend::pg::{
-    LoginError, ServerConn, Target, connect_stream, finish_startup, read_whole_frame,
+    LoginError, ServerConn, Target, finish_startup, open_startup, read_whole_frame,
 };
 use crate::error::{Error, Kind, Side};
 use crate::stream::write_all_flush;
@@ -155,11 +155,8 @@ pub async fn passthrough(
     to_client: &mut BytesMut,
 ) -> Result<ServerConn, LoginError> {
     let max = target.max_message;
-    let mut server = connect_stream(target).await?;
+    let (mut server, mut sbuf, permit) = open_startup(target, params).await?;
     let mut out = BytesMut::new();
-    encode::startup(&mut out, params);
-    write_all_flush(&mut server, &out).await?;
-    let mut sbuf = BytesMut::with_capacity(8192);
     loop {
         let (tag, body) = read_whole_frame(&mut server, &mut sbuf, max, Side::Server).await?;
         out.clear();
@@ -211,7 +208,7 @@ pub async fn passthrough(
             }
         }
     }
-    finish_startup(server, sbuf, target, |k, v| {
+    finish_startup(server, sbuf, permit, target, |k, v| {
         encode::parameter_status(to_client, k, v)
     })
     .await
