@@ -16,6 +16,8 @@
 #      rw   oltp_read_write (sysbench's default --db-ps-mode=auto: server-side
 #           prepared statements, binary protocol)
 #      text oltp_point_select --db-ps-mode=disable (text protocol)
+#      zrw  oltp_read_write --mysql-compression=on (the compressed protocol
+#           between sysbench and Sluice; through Sluice only)
 # 5. checks every run: sysbench exits 0 (any error other than the ones
 #    sysbench ignores by default, deadlock 1213 / 1020 / lock wait timeout
 #    1205, is fatal to it), no reconnects, "ignored errors" equal to the
@@ -29,7 +31,7 @@
 # Direct, session and transaction-mode runs are all the check (8 clients on
 # a transaction pool of 4 connections); SYSBENCH_CHECK_TX_STRICT=0 reports
 # transaction-mode runs without counting them. The last lines are a one-line summary and
-# "sysbench-check: N passed, N failed". About 35 s on 2 cores, plus the
+# "sysbench-check: N passed, N failed". About 45 s on 2 cores, plus the
 # build (nothing to do after scripts/driver-suites.sh).
 #
 # Env:
@@ -83,6 +85,7 @@ sb_run() {
     case "$workload" in
         rw) args=(oltp_read_write) ;;
         text) args=(oltp_point_select --db-ps-mode=disable) ;;
+        zrw) args=(oltp_read_write --mysql-compression=on) ;;
     esac
     d0="$(deadlocks)"
     # sysbench gives up on threads that cannot connect only after 30 s;
@@ -118,7 +121,7 @@ sb_run() {
                 ((write == 0 && other == 0)) || bad+=("write $write, other $other (expected 0)")
                 ((ign == 0)) || bad+=("$ign ignored errors")
                 ;;
-            rw)
+            rw | zrw)
                 ((read == 14 * (txns + ign))) || bad+=("read $read != 14 x (transactions + ignored) = $((14 * (txns + ign)))")
                 ((other == 2 * txns + ign)) || bad+=("other $other != 2 x transactions + ignored = $((2 * txns + ign))")
                 ((write >= 4 * txns && write <= 4 * txns + 3 * ign)) ||
@@ -177,7 +180,9 @@ main() {
     declare -A tps=()
     for spec in "${targets[@]}"; do
         target=${spec%%:*} port=${spec#*:}
-        for workload in rw text; do
+        local -a workloads=(rw text)
+        [[ "$target" == direct ]] || workloads+=(zrw)
+        for workload in "${workloads[@]}"; do
             sl_log "sysbench $workload via $target (127.0.0.1:$port), $THREADS threads, ${TIME}s"
             sb_run "$target" "$port" "$workload"
             if [[ "$target" == transaction ]]; then
@@ -196,7 +201,7 @@ main() {
                 [[ -z "$R_DETAIL" ]] || SUMMARY+=("      sysbench: $R_DETAIL")
             fi
             if ((R_OK)); then
-                if [[ "$workload" == rw ]]; then tps[$target-$workload]="$R_TPS tps"; else tps[$target-$workload]="$R_QPS qps"; fi
+                if [[ "$workload" == *rw ]]; then tps[$target-$workload]="$R_TPS tps"; else tps[$target-$workload]="$R_QPS qps"; fi
             else
                 tps[$target-$workload]=FAILED
             fi
@@ -206,9 +211,9 @@ main() {
     printf '\n=== sysbench check (%ss, plus %ss to build sluice) ===\n' "$((SECONDS - start))" "$build_s"
     printf '%s\n' "${SUMMARY[@]}"
     echo "logs: $RESULTS"
-    local line="summary: direct rw ${tps[direct-rw]}, text ${tps[direct-text]} | session rw ${tps[session-rw]}, text ${tps[session-text]}"
+    local line="summary: direct rw ${tps[direct-rw]}, text ${tps[direct-text]} | session rw ${tps[session-rw]}, text ${tps[session-text]}, compressed rw ${tps[session-zrw]}"
     if [[ "$WITH_TX" != 0 ]]; then
-        line+=" | transaction: rw ${tps[transaction-rw]}, text ${tps[transaction-text]}"
+        line+=" | transaction: rw ${tps[transaction-rw]}, text ${tps[transaction-text]}, compressed rw ${tps[transaction-zrw]}"
     fi
     echo "$line"
     echo "sysbench-check: $PASSED passed, $FAILED failed"
