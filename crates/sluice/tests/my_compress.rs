@@ -439,3 +439,38 @@ async fn server_connections_compressed() {
         exercise(a, &format!("both_{listener}")).await;
     }
 }
+
+#[tokio::test]
+async fn compressed_inside_tls() {
+    let db = mariadb();
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = sluice_testkit::tls_files(dir.path()).expect("tls files");
+    let extra = format!(
+        "\n[listeners.tls]\nprotocol = \"mysql\"\naddress = \"127.0.0.1:0\"\ncluster = \"my\"\npool = \"tx\"\nauth = \"passthrough\"\ntls = \"require\"\ntls_cert_file = \"{}\"\ntls_key_file = \"{}\"\n",
+        cert.display(),
+        key.display()
+    );
+    let h = sluice(&config_text(&db, 4, "5s", &extra)).await;
+    let counted = Counted::start(addr(&h, "tls")).await;
+    let o = opts(counted.addr, APP_USER, APP_PW, Some("test"))
+        .ssl_opts(Some(tls_opts(&ca)))
+        .compression(Compression::fast());
+    let mut c = Conn::new(o).await.unwrap();
+    counted.take();
+    let sizes: Vec<usize> = c
+        .query_map(
+            "SELECT REPEAT('t', 1048576) FROM seq_1_to_4",
+            |v: Vec<u8>| v.len(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(sizes, vec![1 << 20; 4]);
+    let down = counted.take();
+    assert!(
+        down < 512 << 10,
+        "4 MiB of rows took {down} bytes through TLS"
+    );
+    let v: Option<i64> = c.exec_first("SELECT ? * 2", (21,)).await.unwrap();
+    assert_eq!(v, Some(42));
+    c.disconnect().await.unwrap();
+}
