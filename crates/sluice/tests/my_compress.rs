@@ -474,3 +474,43 @@ async fn compressed_inside_tls() {
     assert_eq!(v, Some(42));
     c.disconnect().await.unwrap();
 }
+
+#[tokio::test]
+async fn key_value_connections_compressed() {
+    use tokio::io::AsyncBufReadExt;
+    let db = mariadb();
+    db.sql("CREATE TABLE test.big (id INT PRIMARY KEY, v MEDIUMTEXT); INSERT INTO test.big VALUES (1, REPEAT('k', 60000))")
+        .unwrap();
+    // Sluice reaches the server through a forwarder that counts what the server sends.
+    let counted = Counted::start(SocketAddr::from(([127, 0, 0, 1], db.port()))).await;
+    let text = format!(
+        "[servers.my]\nprotocol = \"mysql\"\nhost = \"127.0.0.1\"\nport = {}\ncompression = \"zlib\"\n\n\
+         [clusters.my]\nservers = [\"my\"]\n\n[handlersocket.hs]\naddress = \"127.0.0.1:0\"\n\
+         cluster = \"my\"\nmode = \"read-only\"\nuser = \"{}\"\npassword = \"{}\"\nconnections = 1\n",
+        counted.addr.port(),
+        db.user(),
+        db.password()
+    );
+    let h = sluice(&text).await;
+    let s = TcpStream::connect(addr(&h, "hs")).await.unwrap();
+    let (r, mut w) = s.into_split();
+    let mut r = tokio::io::BufReader::new(r);
+    w.write_all(b"P\t1\ttest\tbig\tPRIMARY\tid,v\n")
+        .await
+        .unwrap();
+    let mut line = String::new();
+    r.read_line(&mut line).await.unwrap();
+    assert_eq!(line, "0\t1\n");
+    counted.take();
+    for _ in 0..3 {
+        w.write_all(b"1\t=\t1\t1\n").await.unwrap();
+        line.clear();
+        r.read_line(&mut line).await.unwrap();
+        assert_eq!(line, format!("0\t2\t1\t{}\n", "k".repeat(60_000)));
+    }
+    let down = counted.take();
+    assert!(
+        down < 30_000,
+        "three 60 kB rows took {down} bytes from the server"
+    );
+}
