@@ -59,9 +59,6 @@ impl Compressed {
         while let Some(n) = self.framer.decode(&self.raw, dst)? {
             self.raw.advance(n);
         }
-        if self.raw.is_empty() {
-            self.raw = BytesMut::new();
-        }
         Ok(dst.len() - before)
     }
 
@@ -95,10 +92,17 @@ impl Compressed {
                     continue;
                 }
             }
-            match ready!(self.inner.poll_read_grow(cx, &mut self.raw, chunk)) {
-                Ok(0) => return Poll::Ready(Ok(0)),
-                Ok(_) => {}
-                Err(e) => return Poll::Ready(Err(e)),
+            match self.inner.poll_read_grow(cx, &mut self.raw, chunk) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Ok(0)),
+                Poll::Ready(Ok(_)) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => {
+                    // Nothing to read: an idle connection holds no buffer.
+                    if self.raw.is_empty() {
+                        self.raw = BytesMut::new();
+                    }
+                    return Poll::Pending;
+                }
             }
         }
     }
