@@ -100,10 +100,13 @@ impl ServerBudget {
     }
 
     /// The server's own limit, as read at a login (None: it could not be read; the
-    /// next login tries again).
+    /// next login tries again). The cap stays a tenth below it (at least one): a server
+    /// counts a connection until its thread has finished, a little after it closed the
+    /// socket, and its administrators need a way in.
     pub fn learn_limit(&self, limit: Option<usize>) {
-        match limit.filter(|&n| n > 0) {
-            Some(n) => {
+        match limit.filter(|&n| n > 1) {
+            Some(limit) => {
+                let n = limit - (limit / 10).max(1);
                 tracing::info!(server = %self.server, max_server_connections = n, "server connection cap read from the server");
                 self.cap.store(n, Ordering::Release);
             }
@@ -250,8 +253,8 @@ mod tests {
             b.wants_limit(),
             "it could not be read: the next login tries"
         );
-        b.learn_limit(Some(27));
-        assert_eq!(b.cap(), 27);
+        b.learn_limit(Some(30));
+        assert_eq!(b.cap(), 27, "a tenth below the server's limit");
         assert!(!b.wants_limit());
         assert!(!ServerBudget::new("s", Some(5)).wants_limit());
     }

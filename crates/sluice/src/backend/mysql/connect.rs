@@ -74,12 +74,32 @@ pub async fn tls_upgrade(
     Ok(Stream::TlsClient(Box::new(tls)))
 }
 
+/// Opens a connection (with room for it in the server's budget) and reads the server's
+/// first packet: its greeting, or an ERR. A server that refuses the connection for lack
+/// of room (1040, before any authentication) gets the least recently used idle
+/// connection of its pools closed and is asked again, for as long as there is one to
+/// close. Returns the stream, what was read past the packet, the packet and the
+/// connection's permit.
+pub async fn open_greeting(
+    t: &Target,
+) -> Result<(Stream, BytesMut, bytes::Bytes, crate::pool::budget::Permit)> {
+    loop {
+        let permit = t.permit().await?;
+        let mut stream = Stream::Plain(connect_tcp(t).await?);
+        let mut rbuf = BytesMut::new();
+        let (_, hello) = read_packet(&mut stream, &mut rbuf, t.max_message).await?;
+        let full =
+            resp::ErrPacket::parse(&hello).is_some_and(|e| e.code == consts::ER_CON_COUNT_ERROR);
+        if !(full && t.budget.as_ref().is_some_and(|b| b.evict_one())) {
+            return Ok((stream, rbuf, hello, permit));
+        }
+    }
+}
+
 /// Opens and authenticates a connection; also returns the server's greeting.
 pub async fn login(op: &Opener) -> std::result::Result<(ServerConn, HandshakeV10), LoginError> {
     let t = &op.target;
-    let mut stream = Stream::Plain(connect_tcp(t).await?);
-    let mut rbuf = BytesMut::new();
-    let (_, hello) = read_packet(&mut stream, &mut rbuf, t.max_message).await?;
+    let (mut stream, mut rbuf, hello, permit) = open_greeting(t).await?;
     if resp::is_err(&hello) {
         return Err(LoginError::Server(hello));
     }
@@ -191,7 +211,11 @@ pub async fn login(op: &Opener) -> std::result::Result<(ServerConn, HandshakeV10
         max_message: t.max_message,
         tracks_state: false,
         foreign: false,
+        permit,
     };
+    if let Some(b) = t.budget.as_ref().filter(|b| b.wants_limit()) {
+        b.learn_limit(conn.server_limit().await);
+    }
     conn.track_state().await?;
     Ok((conn, hs))
 }

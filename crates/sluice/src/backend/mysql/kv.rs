@@ -260,8 +260,19 @@ impl KvConn for ServerConn {
 }
 
 impl ServerConn {
+    /// How many connections the server lets ordinary users open (its
+    /// `max_connections`; one more is kept for SUPER), for the server's budget.
+    pub async fn server_limit(&mut self) -> Option<usize> {
+        let outcomes = self.query(b"SELECT @@max_connections").await.ok()?;
+        let Some(Outcome::Rows(rows)) = outcomes.into_iter().next() else {
+            return None;
+        };
+        let v = rows.first()?.first()?.as_ref()?;
+        std::str::from_utf8(v).ok()?.parse().ok()
+    }
+
     /// Runs statements separated by `;` as one COM_QUERY: one outcome per statement run.
-    async fn query(&mut self, sql: &[u8]) -> Result<Vec<Outcome>> {
+    pub(super) async fn query(&mut self, sql: &[u8]) -> Result<Vec<Outcome>> {
         let mut payload = Vec::with_capacity(sql.len() + 1);
         payload.push(consts::COM_QUERY);
         payload.extend_from_slice(sql);

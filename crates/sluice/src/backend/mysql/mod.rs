@@ -5,7 +5,7 @@
 mod connect;
 pub mod kv;
 
-pub use connect::{Opener, compression_for, login, start_compression, tls_upgrade};
+pub use connect::{Opener, compression_for, login, open_greeting, start_compression, tls_upgrade};
 
 use crate::backend::LoginError;
 use crate::error::{Error, Kind, Result, Side};
@@ -44,6 +44,8 @@ pub struct ServerConn {
     /// relayed in pass-through): it no longer belongs to its pool and is closed, never
     /// reset and handed to another client.
     pub foreign: bool,
+    /// Its place in the server's connection budget.
+    pub permit: crate::pool::budget::Permit,
 }
 
 impl ServerConn {
@@ -118,11 +120,9 @@ impl ServerConn {
         Ok(())
     }
 
-    pub fn close(mut self) {
-        // COM_QUIT, best effort: the socket is closed on drop either way.
-        if let Stream::Plain(s) = &mut self.stream {
-            let _ = s.try_write(&[1, 0, 0, 0, consts::COM_QUIT]);
-        }
+    pub fn close(self) {
+        let quit = vec![1, 0, 0, 0, consts::COM_QUIT];
+        crate::stream::close_after_eof(self.stream, quit, self.permit);
     }
 }
 

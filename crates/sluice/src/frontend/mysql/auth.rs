@@ -8,8 +8,8 @@
 
 use super::Client;
 use super::login::{Arrival, FirstConn, Session, finish, greet_client, read_client, send};
-use crate::backend::mysql::{Opener, read_packet};
-use crate::backend::{Credentials, LoginError, Target, connect_tcp};
+use crate::backend::mysql::Opener;
+use crate::backend::{Credentials, LoginError, Target};
 use crate::error::Error;
 use crate::frontend::ListenerCtx;
 use crate::shared::Shared;
@@ -193,9 +193,8 @@ pub(super) async fn server_greeting(
     if let Some(h) = shared.mysql.greetings.lock().get(&addr) {
         return Ok(h.clone());
     }
-    let mut stream = Stream::Plain(connect_tcp(t).await?);
-    let mut buf = BytesMut::new();
-    let (_, p) = read_packet(&mut stream, &mut buf, t.max_message).await?;
+    // A short-lived connection: it counts in the server's budget while it lives.
+    let (_stream, _buf, p, _permit) = crate::backend::mysql::open_greeting(t).await?;
     let hs = HandshakeV10::parse(&p).ok_or_else(|| {
         let why = resp::ErrPacket::parse(&p)
             .map(|e| String::from_utf8_lossy(e.message).into_owned())

@@ -6,12 +6,13 @@
 
 use super::Client;
 use super::login::{greet_client, send};
+use crate::backend::Target;
 use crate::backend::mysql::{
-    ServerConn, compression_for, read_packet, start_compression, tls_upgrade,
+    ServerConn, compression_for, open_greeting, read_packet, start_compression, tls_upgrade,
 };
-use crate::backend::{Target, connect_tcp};
 use crate::error::{Error, Kind, Side};
 use crate::frontend::ListenerCtx;
+use crate::pool::budget::Permit;
 use crate::shared::Shared;
 use crate::stream::Stream;
 use bytes::{Bytes, BytesMut};
@@ -43,7 +44,7 @@ pub(super) async fn authenticate(
 ) -> Option<Authenticated> {
     let mut c = c;
     // The server first: its greeting carries the scramble the client must answer.
-    let (mut server, mut sbuf, hs) = match greet_server(target).await {
+    let (mut server, mut sbuf, hs, permit) = match greet_server(target).await {
         Ok(x) => x,
         Err(Greet::Server(err)) => {
             let _ = send(&mut c.stream, 0, &err).await;
@@ -129,7 +130,12 @@ pub(super) async fn authenticate(
         max_message: max,
         tracks_state: false,
         foreign: false,
+        permit,
     };
+    // The first login to a server reads how many connections it allows.
+    if let Some(b) = target.budget.as_ref().filter(|b| b.wants_limit()) {
+        b.learn_limit(conn.server_limit().await);
+    }
     // A failure here shows on the connection's first use.
     let _ = conn.track_state().await;
     let hello_charset = hello.charset;
@@ -142,13 +148,8 @@ enum Greet {
     Proxy(Error),
 }
 
-async fn greet_server(t: &Target) -> Result<(Stream, BytesMut, HandshakeV10), Greet> {
-    let tcp = connect_tcp(t).await.map_err(Greet::Proxy)?;
-    let mut stream = Stream::Plain(tcp);
-    let mut buf = BytesMut::new();
-    let (_, p) = read_packet(&mut stream, &mut buf, t.max_message)
-        .await
-        .map_err(Greet::Proxy)?;
+async fn greet_server(t: &Target) -> Result<(Stream, BytesMut, HandshakeV10, Permit), Greet> {
+    let (stream, buf, p, permit) = open_greeting(t).await.map_err(Greet::Proxy)?;
     if resp::is_err(&p) {
         return Err(Greet::Server(p));
     }
@@ -159,7 +160,7 @@ async fn greet_server(t: &Target) -> Result<(Stream, BytesMut, HandshakeV10), Gr
             "malformed handshake from server",
         ))
     })?;
-    Ok((stream, buf, hs))
+    Ok((stream, buf, hs, permit))
 }
 
 /// Relays the authentication exchange both ways until the server says OK (returns its
