@@ -351,31 +351,11 @@ impl Framer {
     /// Writes one compressed packet holding a prefix of `plain` to `out`: the number of
     /// plain bytes it took (at least one, unless `plain` is empty).
     pub fn encode(&mut self, plain: &[u8], out: &mut BytesMut) -> usize {
-        let limit = plain.len().min(MAX_CHUNK);
-        if limit == 0 {
+        if plain.is_empty() {
             return 0;
         }
-        let mut end = limit;
-        let mut new_command = false;
+        let (end, new_command) = self.chunk(plain);
         if self.role == Role::Client {
-            // A command begins a compressed packet of its own.
-            let mut scan = self.wscan;
-            let (mut prev, mut read) = (self.last_written, self.read_since_write);
-            let mut i = 0;
-            while let Some((at, start)) = scan.next(&plain[..limit], i) {
-                let seq = plain[at];
-                if start.is_some() && Self::starts_command(seq, prev, read) {
-                    match start {
-                        Some(0) => new_command = true,
-                        Some(s) => {
-                            end = s;
-                            break;
-                        }
-                        None => {}
-                    }
-                }
-                (prev, read, i) = (Some(seq), false, at + 1);
-            }
             let mut last = self.last_written;
             let mut i = 0;
             while let Some((at, _)) = self.wscan.next(&plain[..end], i) {
@@ -389,11 +369,59 @@ impl Framer {
             if let Some(s) = last {
                 self.plain_next = s.wrapping_add(1);
             }
+        } else {
+            let mut i = 0;
+            while let Some((at, _)) = self.wscan.next(&plain[..end], i) {
+                i = at + 1;
+            }
         }
         let seq = if new_command { 0 } else { self.seq };
         encode(self.alg, seq, &plain[..end], out);
         self.seq = seq.wrapping_add(1);
         end
+    }
+
+    /// How much of `plain` the next compressed packet takes, and whether it starts a
+    /// command (client role). Whole packets up to [`MAX_CHUNK`] bytes (some clients
+    /// cannot read a packet header split across compressed packets), or one packet
+    /// alone, split only where it is longer than a compressed packet can carry or not
+    /// all there yet. Towards a server a command starts a compressed packet of its own.
+    fn chunk(&self, plain: &[u8]) -> (usize, bool) {
+        let most = plain.len().min(MAX_PAYLOAD);
+        if !self.wscan.at_boundary() {
+            // The rest of a packet split before.
+            let rest = if self.wscan.have > 0 {
+                most
+            } else {
+                self.wscan.left
+            };
+            return (rest.min(most), false);
+        }
+        let client = self.role == Role::Client;
+        let (mut prev, mut read) = (self.last_written, self.read_since_write);
+        let mut new_command = false;
+        let mut p = 0;
+        while let Some((len, seq)) = packet::header(&plain[p..]) {
+            let starts = client && Self::starts_command(seq, prev, read);
+            if starts && p > 0 {
+                break;
+            }
+            new_command |= starts;
+            let e = p + packet::HEADER_LEN + len;
+            if p > 0 && (e > MAX_CHUNK || e > plain.len()) {
+                break;
+            }
+            if e > most {
+                // One packet, longer than one compressed packet or not all there.
+                return (most, new_command);
+            }
+            (p, prev, read) = (e, Some(seq), false);
+            if p >= MAX_CHUNK {
+                break;
+            }
+        }
+        // A header cut short at the start: take what there is.
+        (if p == 0 { most } else { p }, new_command)
     }
 
     /// Decodes the compressed packet at the start of `buf` if all of it is there,

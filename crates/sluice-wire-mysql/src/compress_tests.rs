@@ -139,7 +139,8 @@ fn server_role_follows_the_client() {
         at += f.encode(&answer[at..], &mut wire);
         seqs.push(header(&wire[before..]).unwrap().seq);
     }
-    assert_eq!(seqs, [1, 2]);
+    // Whole packets per compressed packet: the long one travels alone.
+    assert_eq!(seqs, [1, 2, 3]);
     assert_eq!(decode_all(&mut client, &wire), answer);
     // The next command starts over; a skipped id is an error.
     let mut wire = BytesMut::new();
@@ -261,6 +262,40 @@ fn client_role_numbers_answers_as_without_compression() {
     let plain = decode_all(&mut f, &wire);
     assert_eq!(plain[3], 1);
     assert_eq!(plain[4 + 7 + 3], 1);
+}
+
+#[test]
+fn compressed_packets_hold_whole_packets() {
+    // Packets of assorted sizes, written as the relay queues them: every compressed
+    // packet starts at a packet header, and only a packet longer than a compressed
+    // packet can carry is split.
+    let sizes = [10usize, 70_000, 5, 30_000, 30_000, 30_000, 0xFF_FFFF, 3, 1];
+    let payloads: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![b'p'; n]).collect();
+    let refs: Vec<&[u8]> = payloads.iter().map(|p| &p[..]).collect();
+    let plain = packets(&refs, 1);
+    let mut f = Framer::new(Algorithm::Zlib, Role::Server, 1 << 24);
+    let (mut at, mut starts, mut wire) = (0, Vec::new(), BytesMut::new());
+    while at < plain.len() {
+        starts.push(at);
+        at += f.encode(&plain[at..], &mut wire);
+    }
+    let mut boundaries = vec![0];
+    let mut p = 0;
+    while let Some((len, _)) = packet::header(&plain[p..]) {
+        p += 4 + len;
+        boundaries.push(p);
+    }
+    let split: Vec<usize> = starts
+        .iter()
+        .copied()
+        .filter(|s| !boundaries.contains(s))
+        .collect();
+    // The only start inside a packet is where the 16 MiB one was cut.
+    assert_eq!(split.len(), 1, "{starts:?}");
+    assert_eq!(starts.len(), 7, "{starts:?}");
+    let mut r = Framer::new(Algorithm::Zlib, Role::Client, 1 << 24);
+    r.plain_next = 1;
+    assert!(decode_all(&mut r, &wire) == plain);
 }
 
 #[test]
