@@ -43,16 +43,11 @@ sl_suite_init mariadb 1.1.14
 setup() {
     sl_require_cmd mariadb_config libmariadb-dev
     sl_suite_sdist mariadb testing/test/conf_test.py
-    if [[ ! -f "$SL_SUITE_STAMP" ]]; then
-        sl_log "installing pytest and building the connector from $SL_SUITE_SRC"
-        sl_suite_pip pytest==9.2.0 pytest-timeout==2.4.0
-        sl_suite_pip --force-reinstall --no-deps "$SL_SUITE_SRC"
-        sl_suite_ready "import mariadb; print(mariadb.__version__)"
-    fi
+    sl_suite_build "import mariadb; print(mariadb.__version__)" pytest==9.2.0 pytest-timeout==2.4.0
 }
 
 preflight() {
-    sl_suite_python - "$SL_SUITE_HOST" "$SL_SUITE_PORT" "$SL_SUITE_USER" "$SL_SUITE_PASSWORD" "$SL_SUITE_DBNAME" <<'EOF'
+    sl_suite_preflight_py <<'EOF'
 import sys, mariadb
 host, port, user, password, dbname = sys.argv[1:6]
 try:

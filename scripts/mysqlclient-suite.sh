@@ -52,12 +52,7 @@ setup() {
     pkg-config --exists libmariadb || pkg-config --exists mariadb || pkg-config --exists mysqlclient ||
         sl_die "pkg-config knows no MariaDB/MySQL client library (install libmariadb-dev)"
     sl_suite_sdist mysqlclient tests/configdb.py
-    if [[ ! -f "$SL_SUITE_STAMP" ]]; then
-        sl_log "installing pytest, SQLAlchemy and building mysqlclient from $SL_SUITE_SRC"
-        sl_suite_pip pytest==9.2.0 pytest-timeout==2.4.0 SQLAlchemy==2.1.9
-        sl_suite_pip --force-reinstall --no-deps "$SL_SUITE_SRC"
-        sl_suite_ready "import MySQLdb; print('.'.join(map(str, MySQLdb.version_info[:3])))"
-    fi
+    sl_suite_build "import MySQLdb; print('.'.join(map(str, MySQLdb.version_info[:3])))" pytest==9.2.0 pytest-timeout==2.4.0 SQLAlchemy==2.1.9
 }
 
 # preflight: write the suite's option file, connect (without a database),
@@ -80,7 +75,7 @@ preflight() {
             echo "default-character-set = utf8mb4"
         } >"$CNF"
     )
-    sl_suite_python - "$SL_SUITE_HOST" "$SL_SUITE_PORT" "$SL_SUITE_USER" "$SL_SUITE_PASSWORD" "$SL_SUITE_DBNAME" <<'EOF'
+    sl_suite_preflight_py <<'EOF'
 import sys, MySQLdb
 host, port, user, password, dbname = sys.argv[1:6]
 try:

@@ -24,9 +24,8 @@
 # of that database is dropped and created again and extension hstore is
 # created (its hstore tests need it). Benchmarks run once each
 # (--benchmark-disable). Reference result on PostgreSQL 15 (scram, no TLS):
-# 796 passed, 12 failed, 0 skipped; the 12 need what the throwaway server
-# does not offer: TLS (9: auth/test_*_ssl.py, test_scram_sha_256_plus*),
-# GSSAPI (3: auth/test_gss.py).
+# 797 passed, 10 failed, 0 skipped; the 10 need what the throwaway server
+# does not offer: TLS (7: auth/test_*_ssl.py), GSSAPI (3: auth/test_gss.py).
 #
 # Env: PG8000_SUITE_CACHE, _RESULTS, _TIMEOUT (default 600), _TEST_TIMEOUT
 # (default 60), _PYTEST_ARGS; see scripts/lib/pysuite.sh.
@@ -68,12 +67,15 @@ suite_run() {
     # expects its next query to fail with "network error" (EOF); directly it
     # gets ECONNRESET instead whenever the server's close beats the query's
     # write (1 to 3 of its 3 copies fail directly, run to run).
-    local t flaky=()
+    local t skip=()
     for t in dbapi legacy native; do
-        flaky+=(--deselect "test/$t/test_connection.py::test_broken_pipe_read")
+        skip+=(--deselect "test/$t/test_connection.py::test_broken_pipe_read")
     done
+    # test_max_parameters binds 60,000 parameters to one IN list: ~18 s per
+    # run on the server alone, past the per-test limit when the machine is busy.
+    skip+=(--deselect test/native/test_query.py::test_max_parameters)
     sl_suite_pytest "$SL_SUITE_SRC" "$outcomes" "$log" "$limit" "$test_limit" test \
-        --benchmark-disable "${flaky[@]}" "$@"
+        --benchmark-disable "${skip[@]}" "$@"
 }
 
 sl_suite_main postgres postgres "$@"

@@ -49,18 +49,13 @@ SL_SUITE_TEST_TIMEOUT_DEFAULT=120
 setup() {
     sl_require_cmd pg_config libpq-dev
     sl_suite_sdist psycopg2 tests/testconfig.py
-    if [[ ! -f "$SL_SUITE_STAMP" ]]; then
-        sl_log "installing pytest and building psycopg2 from $SL_SUITE_SRC"
-        sl_suite_pip pytest==9.2.0 pytest-timeout==2.4.0
-        sl_suite_pip --force-reinstall --no-deps "$SL_SUITE_SRC"
-        sl_suite_ready "import psycopg2; print(psycopg2.__version__)"
-    fi
+    sl_suite_build "import psycopg2; print(psycopg2.__version__)" pytest==9.2.0 pytest-timeout==2.4.0
 }
 
 # preflight: connect, create the database and hstore if needed, report the
 # settings the result depends on. Fails (non-zero) if the endpoint is unusable.
 preflight() {
-    sl_suite_python - "$SL_SUITE_HOST" "$SL_SUITE_PORT" "$SL_SUITE_USER" "$SL_SUITE_PASSWORD" "$SL_SUITE_DBNAME" <<'EOF'
+    sl_suite_preflight_py <<'EOF'
 import sys, psycopg2
 host, port, user, password, dbname = sys.argv[1:6]
 kw = dict(host=host, port=port, user=user, connect_timeout=15)

@@ -89,6 +89,26 @@ sl_suite_ready() {
     sl_log "$SL_SUITE_NAME $SL_SUITE_VERSION ready in $SL_SUITE_VENV"
 }
 
+# sl_suite_build PYTHON_EXPR PIP_PINS...: for drivers built from their sdist,
+# once (until the venv is complete): install the pinned test dependencies,
+# build and install the driver from the unpacked sdist, check its version with
+# sl_suite_ready PYTHON_EXPR.
+sl_suite_build() {
+    local expr=$1; shift
+    [[ ! -f "$SL_SUITE_STAMP" ]] || return 0
+    sl_log "installing $* and building $SL_SUITE_NAME from $SL_SUITE_SRC"
+    sl_suite_pip "$@"
+    sl_suite_pip --force-reinstall --no-deps "$SL_SUITE_SRC"
+    sl_suite_ready "$expr"
+}
+
+# sl_suite_preflight_py <<'EOF' ... EOF: run the Python script on stdin in the
+# venv (outside any source tree), with the endpoint's HOST PORT USER PASSWORD
+# DBNAME as its arguments (sys.argv[1:6]).
+sl_suite_preflight_py() {
+    sl_suite_python - "$SL_SUITE_HOST" "$SL_SUITE_PORT" "$SL_SUITE_USER" "$SL_SUITE_PASSWORD" "$SL_SUITE_DBNAME"
+}
+
 # sl_suite_python ARGS...: the venv's python, run outside any source tree
 # (for preflight snippets: `sl_suite_python - "$@" <<'EOF'`).
 sl_suite_python() {
