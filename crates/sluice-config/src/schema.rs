@@ -168,6 +168,7 @@ impl ServerTls {
 }
 
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_CLIENT_LOGIN_TIMEOUT: Duration = Duration::from_secs(15);
 pub const DEFAULT_LOG_LEVEL: &str = "info";
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 64 << 20;
 pub const MIN_MAX_MESSAGE_SIZE: usize = 1 << 10;
@@ -212,6 +213,8 @@ pub struct General {
     pub max_client_connections: usize,
     /// Threads serving clients: 1 = a single current-thread runtime; 0 = one per core.
     pub worker_threads: usize,
+    /// A client that has not finished logging in this long after connecting is closed.
+    pub client_login_timeout: Duration,
 }
 
 impl Default for General {
@@ -223,6 +226,7 @@ impl Default for General {
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             max_client_connections: DEFAULT_MAX_CLIENT_CONNECTIONS,
             worker_threads: 1,
+            client_login_timeout: DEFAULT_CLIENT_LOGIN_TIMEOUT,
         }
     }
 }
@@ -325,6 +329,13 @@ pub struct Pool {
     /// Transaction mode: server connections on which plain autocommit statements of
     /// several clients are pipelined (0 = none).
     pub shared_connections: usize,
+    /// A client idle this long inside a transaction is disconnected (its transaction
+    /// rolled back); `None` = never.
+    pub idle_transaction_timeout: Option<Duration>,
+    /// A statement running this long is cancelled on the server; `None` = never.
+    pub query_timeout: Option<Duration>,
+    /// A client idle this long between transactions is disconnected; `None` = never.
+    pub client_idle_timeout: Option<Duration>,
 }
 
 impl Pool {
@@ -343,6 +354,9 @@ impl Pool {
             statement_cache_size: DEFAULT_STATEMENT_CACHE_SIZE,
             reset_query: None,
             shared_connections: 1,
+            idle_transaction_timeout: None,
+            query_timeout: None,
+            client_idle_timeout: None,
         }
     }
 

@@ -33,6 +33,7 @@ pub(crate) const GENERAL_KEYS: &[&str] = &[
     "max_message_size",
     "max_client_connections",
     "worker_threads",
+    "client_login_timeout",
 ];
 pub(crate) const SERVER_KEYS: &[&str] = &[
     "protocol",
@@ -64,6 +65,9 @@ pub(crate) const POOL_KEYS: &[&str] = &[
     "statement_cache_size",
     "reset_query",
     "shared_connections",
+    "idle_transaction_timeout",
+    "query_timeout",
+    "client_idle_timeout",
 ];
 pub(crate) const LISTENER_KEYS: &[&str] = &[
     "protocol",
@@ -184,6 +188,10 @@ fn read_general(ctx: &mut Ctx<'_>, header: Option<Range<usize>>, item: &Item) ->
     });
     let max_client_connections = r.count("max_client_connections", 1, MAX_COUNT);
     let worker_threads = r.count("worker_threads", 0, MAX_WORKER_THREADS);
+    let client_login_timeout = r.duration("client_login_timeout");
+    if client_login_timeout.is_some_and(|t| t.is_zero()) {
+        r.error("client_login_timeout", "must be greater than zero");
+    }
     r.finish(|| {
         Some(General {
             shutdown_timeout: shutdown_timeout.unwrap_or(defaults.shutdown_timeout),
@@ -193,6 +201,7 @@ fn read_general(ctx: &mut Ctx<'_>, header: Option<Range<usize>>, item: &Item) ->
             max_client_connections: max_client_connections
                 .unwrap_or(defaults.max_client_connections),
             worker_threads: worker_threads.unwrap_or(defaults.worker_threads),
+            client_login_timeout: client_login_timeout.unwrap_or(defaults.client_login_timeout),
         })
     })
     .unwrap_or(defaults)
@@ -394,6 +403,9 @@ fn read_pool(
     let statement_cache_size = r.count("statement_cache_size", 1, MAX_COUNT);
     let reset_query = r.nonempty_string("reset_query");
     let shared_connections = r.count("shared_connections", 0, 64);
+    let idle_transaction_timeout = r.optional_duration("idle_transaction_timeout");
+    let query_timeout = r.optional_duration("query_timeout");
+    let client_idle_timeout = r.optional_duration("client_idle_timeout");
     r.finish(|| {
         Some(Pool {
             name: name.to_string(),
@@ -408,6 +420,9 @@ fn read_pool(
             statement_cache_size: statement_cache_size.unwrap_or(d.statement_cache_size),
             reset_query,
             shared_connections: shared_connections.unwrap_or(d.shared_connections),
+            idle_transaction_timeout: idle_transaction_timeout.flatten(),
+            query_timeout: query_timeout.flatten(),
+            client_idle_timeout: client_idle_timeout.flatten(),
         })
     })
 }

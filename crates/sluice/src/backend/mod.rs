@@ -27,6 +27,8 @@ pub struct Target {
     /// waits for room in it.
     pub budget: Option<std::sync::Arc<crate::pool::budget::ServerBudget>>,
     pub budget_wait: Duration,
+    /// The pool's `query_timeout`, where the server enforces it itself (MySQL).
+    pub statement_timeout: Option<Duration>,
 }
 
 impl Target {
@@ -48,6 +50,7 @@ impl Target {
             compression: server.compression,
             budget: None,
             budget_wait: connect_timeout,
+            statement_timeout: None,
         }
     }
 

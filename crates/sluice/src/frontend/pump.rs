@@ -23,6 +23,8 @@ pub enum Event {
     Wrote,
     WriteFailed(Side, std::io::Error),
     Shutdown,
+    /// The deadline set with [`Pump::set_deadline`] passed.
+    Timeout,
 }
 
 /// The client socket, the bytes in flight each way, and the shutdown signal.
@@ -38,6 +40,10 @@ pub struct Pump {
     flush_client: bool,
     flush_server: bool,
     shutdown_wait: Pin<Box<dyn Future<Output = ()> + Send>>,
+    /// The session's next timeout (see session/timeouts.rs); only sessions with
+    /// timeouts configured ever have a timer.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    deadline: Option<tokio::time::Instant>,
 }
 
 /// Gives an empty buffer's memory back: a client waiting for its next statement (or
@@ -64,6 +70,22 @@ impl Pump {
             shutdown_wait: Box::pin(async move {
                 let _ = rx.wait_for(|s| *s).await;
             }),
+            timer: None,
+            deadline: None,
+        }
+    }
+
+    /// Makes [`Pump::next`] return [`Event::Timeout`] once `deadline` has passed.
+    pub fn set_deadline(&mut self, deadline: Option<tokio::time::Instant>) {
+        if deadline == self.deadline {
+            return;
+        }
+        self.deadline = deadline;
+        if let Some(d) = deadline {
+            match &mut self.timer {
+                Some(t) => t.as_mut().reset(d),
+                None => self.timer = Some(Box::pin(tokio::time::sleep_until(d))),
+            }
         }
     }
 
@@ -126,6 +148,13 @@ impl Pump {
         }
         if !self.shutting_down && self.shutdown_wait.as_mut().poll(cx).is_ready() {
             return Poll::Ready(Event::Shutdown);
+        }
+        if self.deadline.is_some()
+            && let Some(t) = self.timer.as_mut()
+            && t.as_mut().poll(cx).is_ready()
+        {
+            self.deadline = None;
+            return Poll::Ready(Event::Timeout);
         }
         release(&mut self.cbuf);
         release(&mut self.to_client);

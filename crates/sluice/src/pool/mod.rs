@@ -45,6 +45,8 @@ pub struct Settings {
     pub reset_query: String,
     /// Connections shared by pipelined statements (MySQL transaction mode).
     pub shared: usize,
+    /// The timeouts of the sessions of this pool's clients.
+    pub timeouts: crate::session::timeouts::Timeouts,
 }
 
 /// What a pool needs of a protocol's server connection. Each protocol's backend

@@ -61,6 +61,7 @@ fn pool(size: usize, wait: Duration) -> Arc<Pool<Fake>> {
             statement_cache: 0,
             reset_query: String::new(),
             shared: 0,
+            timeouts: Default::default(),
         },
     );
     p.set_opener(Arc::new(AtomicUsize::new(0)));

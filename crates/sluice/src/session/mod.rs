@@ -6,6 +6,7 @@ pub mod effects;
 pub mod ledger;
 pub mod plan;
 pub mod sets;
+pub mod timeouts;
 
 pub use ledger::{Ledger, PinReason};
 use sluice_config::PoolMode;

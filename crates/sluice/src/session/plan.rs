@@ -46,6 +46,7 @@ pub fn target(shared: &Shared, ctx: &ListenerCtx) -> Result<(Arc<Config>, Target
     );
     target.budget = shared.budgets.get(&server.name).cloned();
     target.budget_wait = pool_cfg.wait_timeout;
+    target.statement_timeout = pool_cfg.query_timeout;
     Ok((config, target))
 }
 
@@ -83,6 +84,7 @@ pub fn plan<C: PoolConn>(
         lifetime: pool_cfg.server_lifetime.unwrap_or_default(),
         statement_cache: pool_cfg.statement_cache_size,
         shared: pool_cfg.shared_connections,
+        timeouts: crate::session::timeouts::Timeouts::from_pool(&pool_cfg),
         reset_query: pool_cfg
             .reset_query
             .clone()

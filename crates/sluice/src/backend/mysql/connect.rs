@@ -212,6 +212,7 @@ pub async fn login(op: &Opener) -> std::result::Result<(ServerConn, HandshakeV10
         tracks_state: false,
         foreign: false,
         permit,
+        statement_timeout: t.statement_timeout,
     };
     if let Some(b) = t.budget.as_ref().filter(|b| b.wants_limit()) {
         b.learn_limit(conn.server_limit().await);

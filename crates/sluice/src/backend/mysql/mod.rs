@@ -46,6 +46,8 @@ pub struct ServerConn {
     pub foreign: bool,
     /// Its place in the server's connection budget.
     pub permit: crate::pool::budget::Permit,
+    /// The pool's `query_timeout`, set on the connection (see `track_state`).
+    pub statement_timeout: Option<std::time::Duration>,
 }
 
 impl ServerConn {
@@ -81,9 +83,19 @@ impl ServerConn {
     /// login), asks it to report every change of it (user variables, temporary tables,
     /// variables set where Sluice cannot see it), so that no change goes unnoticed.
     /// Servers without the setting keep their default tracking.
+    ///
+    /// Also sets the pool's `query_timeout` as the server's own statement time limit
+    /// (MariaDB's `max_statement_time`: a statement running longer fails with 1969;
+    /// MySQL servers have no such setting and run on).
     pub async fn track_state(&mut self) -> Result<()> {
         if self.caps & consts::CLIENT_SESSION_TRACK != 0 {
             self.tracks_state = self.command(TRACK_STATE).await?.is_ok();
+        }
+        if let Some(t) = self.statement_timeout {
+            let sql = format!("\x03SET SESSION max_statement_time = {}", t.as_secs_f64());
+            if self.command(sql.as_bytes()).await?.is_err() {
+                tracing::debug!(server = %self.addr, "the server has no max_statement_time: query_timeout does not apply");
+            }
         }
         Ok(())
     }

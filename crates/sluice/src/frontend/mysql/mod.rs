@@ -4,6 +4,7 @@
 
 mod auth;
 mod change_user;
+mod clock;
 mod kill;
 mod login;
 mod muxed;
@@ -34,9 +35,6 @@ pub struct SharedState {
     /// Shared server connections of each transaction-mode pool.
     pub muxes: crate::mux::Muxes<crate::backend::mysql::ServerConn>,
 }
-
-/// How long a client may take from connecting to being logged in.
-const LOGIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A client connection and the bytes read from it but not yet handled.
 pub struct Client {
@@ -131,8 +129,11 @@ async fn admit(
         client.fatal(0, &e).await;
         return None;
     };
+    // A client that stalls during login must not hold its slot for ever.
+    let limit = shared.config.load().general.client_login_timeout;
     let login = login::login(&shared, &ctx, client);
-    let Ok(Some((session, client))) = tokio::time::timeout(LOGIN_TIMEOUT, login).await else {
+    let Ok(Some((session, client))) = tokio::time::timeout(limit, login).await else {
+        tracing::debug!("client did not finish its login in time");
         return None;
     };
     Some((session, client, slot))

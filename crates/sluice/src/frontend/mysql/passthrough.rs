@@ -131,6 +131,7 @@ pub(super) async fn authenticate(
         tracks_state: false,
         foreign: false,
         permit,
+        statement_timeout: target.statement_timeout,
     };
     // The first login to a server reads how many connections it allows.
     if let Some(b) = target.budget.as_ref().filter(|b| b.wants_limit()) {

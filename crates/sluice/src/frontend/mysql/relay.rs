@@ -29,10 +29,12 @@ pub(super) enum End {
     ClientLeft,
     Shutdown,
     Failed(Error),
-    /// The server closed the connection (after its own last word, if any) while the
-    /// client was between commands: the client sees it go as it would directly (the
-    /// server's wait_timeout), with nothing added.
-    ServerClosed,
+    /// The session ends with nothing more said to the client, its server connection
+    /// discarded: the server closed it (after its own last word, if any) while the
+    /// client was between commands, and the client sees it go as it would directly (the
+    /// server's wait_timeout); or one of Sluice's idle timeouts passed, which ends the
+    /// session the same way.
+    Closed,
 }
 
 /// What the client's next packets are.
@@ -117,10 +119,20 @@ pub(super) struct Relay {
     pub(super) c_seq: u8,
     /// Status flags of the last complete answer.
     pub(super) status: u16,
+    /// The session's timeouts, when its pool has any (session/timeouts.rs).
+    pub(super) clock: Option<Box<crate::session::timeouts::Clock>>,
 }
 
 pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
+    // The server enforces query_timeout itself (max_statement_time: see
+    // backend/mysql track_state); the clock keeps the idle timeouts.
+    let timeouts = crate::session::timeouts::Timeouts {
+        query: None,
+        ..session.pool.settings.timeouts
+    };
+    let clock = crate::session::timeouts::Clock::new(timeouts);
     let mut r = Relay {
+        clock,
         io: Pump::new(&shared, client.stream, client.buf),
         shared,
         origins: VecDeque::new(),
@@ -153,6 +165,7 @@ pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
 
 impl Relay {
     async fn main_loop(&mut self) -> End {
+        let mut activity = true;
         if !self.io.cbuf.is_empty()
             && let Err(end) = self.on_client().await
         {
@@ -181,13 +194,16 @@ impl Relay {
                 }
                 continue;
             }
+            self.watch_the_clock(activity);
             let server = self
                 .s
                 .lease
                 .as_mut()
                 .map(|l| (&mut l.conn.stream, &mut l.conn.rbuf));
-            let step = match self.io.next(server).await {
-                Event::ServerRead(Ok(0) | Err(_)) if self.at_rest() => Err(End::ServerClosed),
+            let ev = self.io.next(server).await;
+            activity = matches!(ev, Event::ClientRead(Ok(1..)));
+            let step = match ev {
+                Event::ServerRead(Ok(0) | Err(_)) if self.at_rest() => Err(End::Closed),
                 Event::ServerRead(Ok(0)) => Err(End::Failed(Error::server_gone(
                     "Lost connection to server during query",
                 ))),
@@ -212,6 +228,7 @@ impl Relay {
                     self.io.shutting_down = true;
                     Ok(())
                 }
+                Event::Timeout => self.timed_out(),
             };
             if let Err(end) = step {
                 return end;
@@ -236,7 +253,7 @@ impl Relay {
             && self.s.lease.as_ref().is_none_or(|l| l.rbuf.is_empty())
     }
 
-    fn in_transaction(&self) -> bool {
+    pub(super) fn in_transaction(&self) -> bool {
         self.status & consts::SERVER_STATUS_IN_TRANS != 0
             || self.status & consts::SERVER_STATUS_AUTOCOMMIT == 0
     }
@@ -483,7 +500,7 @@ impl Relay {
                 // it is, and the session ends with it.
                 self.io.to_client.extend_from_slice(&rbuf[..4 + len]);
                 rbuf.advance(4 + len);
-                return Err(End::ServerClosed);
+                return Err(End::Closed);
             }
             let mut head = [0u8; HEAD];
             let hl = len.min(HEAD);
@@ -591,7 +608,7 @@ impl Relay {
                 );
                 queue_error(&mut self.io.to_client, 0, &e);
             }
-            End::ClientLeft | End::ServerClosed => {}
+            End::ClientLeft | End::Closed => {}
         }
         if !matches!(end, End::ClientLeft) {
             self.io.flush_client_now().await;
@@ -605,7 +622,7 @@ impl Relay {
                 kind: Kind::ServerGone | Kind::Desync,
                 ..
             })
-            | End::ServerClosed => lease.discard(),
+            | End::Closed => lease.discard(),
             // A pass-through pool cannot open connections: in session mode it never
             // hands one out again.
             _ if clean && (self.s.mode == PoolMode::Transaction || self.s.pool.can_open()) => {

@@ -20,9 +20,6 @@ use bytes::BytesMut;
 use sluice_wire_pg::encode::{self, Severity};
 use tokio::net::TcpStream;
 
-/// How long a client may take from connecting to being logged in.
-const LOGIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
-
 /// A client connection and the bytes read from it but not yet handled.
 pub struct Client {
     pub stream: Stream,
@@ -51,11 +48,17 @@ async fn admit(
 ) -> Option<(login::Session, Client, crate::shared::ClientSlot)> {
     let (shared, ctx, slot) = (a.shared, a.ctx, a.slot);
     let stream = Stream::Plain(a.tcp);
-    let negotiated =
-        match tokio::time::timeout(LOGIN_TIMEOUT, startup::negotiate(&ctx, stream)).await {
-            Ok(n) => n,
-            Err(_) => return None,
-        };
+    // A client that stalls during login (however slowly it trickles bytes) must not hold
+    // its slot for ever: the whole login has client_login_timeout.
+    let deadline = tokio::time::Instant::now() + shared.config.load().general.client_login_timeout;
+    let negotiated = match tokio::time::timeout_at(deadline, startup::negotiate(&ctx, stream)).await
+    {
+        Ok(n) => n,
+        Err(_) => {
+            tracing::debug!("client did not finish its startup in time");
+            return None;
+        }
+    };
     let (start, buf) = match negotiated {
         Ok(s) => s,
         Err((e, stream)) => {
@@ -96,9 +99,8 @@ async fn admit(
                 client.fatal(&e).await;
                 return None;
             };
-            // A client that stalls during login must not hold its slot for ever.
             let login = login::login(&shared, &ctx, &mut client, params, version);
-            let Ok(Some(session)) = tokio::time::timeout(LOGIN_TIMEOUT, login).await else {
+            let Ok(Some(session)) = tokio::time::timeout_at(deadline, login).await else {
                 return None;
             };
             Some((session, client, slot))

@@ -10,6 +10,7 @@ use super::stmts::Statements;
 use crate::error::{Error, Kind, Side};
 use crate::frontend::pump::{Event, Pump};
 use crate::session::effects::Effects;
+use crate::session::timeouts::{Clock, Expired, Phase};
 use crate::session::{self, Ledger, TxStatus};
 use crate::shared::Shared;
 use sluice_config::PoolMode;
@@ -136,9 +137,12 @@ pub(super) struct Relay {
     pub muxed_stmt: Option<u128>,
     /// What the client's statements signalling other clients leave to do.
     pub signals: Option<Box<super::pids::Signals>>,
+    /// The session's timeouts, when its pool has any (session/timeouts.rs).
+    clock: Option<Box<Clock>>,
 }
 
 pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
+    let clock = Clock::new(session.pool.settings.timeouts);
     let mut r = Relay {
         io: Pump::new(&shared, client.stream, client.buf),
         shared,
@@ -171,6 +175,7 @@ pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
         stale_error: false,
         muxed_stmt: None,
         signals: None,
+        clock,
     };
     let end = r.main_loop().await;
     // Boxed: ending a session (flushing, resetting the connection) needs a large future,
@@ -189,6 +194,7 @@ impl Relay {
     }
 
     async fn main_loop(&mut self) -> End {
+        let mut activity = true;
         if !self.io.cbuf.is_empty() {
             match self.on_client().await {
                 Ok(Some(end)) => return end,
@@ -230,12 +236,14 @@ impl Relay {
                 }
                 continue;
             }
+            self.watch_the_clock(activity);
             let server = self
                 .s
                 .lease
                 .as_mut()
                 .map(|l| (&mut l.conn.stream, &mut l.conn.rbuf));
             let ev = self.io.next(server).await;
+            activity = matches!(ev, Event::ClientRead(Ok(1..)));
             let step = match ev {
                 Event::ServerRead(Ok(0) | Err(_)) if self.server_fatal => {
                     return End::ServerClosed;
@@ -275,6 +283,7 @@ impl Relay {
                     self.io.shutting_down = true;
                     Ok(())
                 }
+                Event::Timeout => self.timed_out(),
             };
             if let Err(e) = step {
                 return End::Failed(e);
@@ -283,6 +292,47 @@ impl Relay {
                 return End::Failed(e);
             }
         }
+    }
+
+    /// Tells the session's clock what the client is doing; the pump wakes the relay at
+    /// the next deadline.
+    fn watch_the_clock(&mut self, activity: bool) {
+        let phase = if !self.at_rest || self.muxed.is_some() {
+            Phase::Busy
+        } else if self.status != b'I' && self.s.lease.is_some() {
+            Phase::IdleInTransaction
+        } else {
+            Phase::Idle
+        };
+        if let Some(c) = self.clock.as_mut() {
+            let deadline = c.observe(phase, activity);
+            self.io.set_deadline(deadline);
+        }
+    }
+
+    /// A timeout passed: the running statement is cancelled, or the session ends.
+    fn timed_out(&mut self) -> Result<(), Error> {
+        let Some(c) = self.clock.as_mut() else {
+            return Ok(());
+        };
+        let (code, message) = match c.expired() {
+            Expired::Query => {
+                // As the client's own CancelRequest would (see mod.rs).
+                let (pid, secret) = self.s.cancel.key;
+                let shared = self.shared.clone();
+                tokio::spawn(async move { super::cancel(&shared, pid, secret).await });
+                return Ok(());
+            }
+            Expired::IdleInTransaction => (
+                "25P03",
+                "terminating connection due to idle-in-transaction timeout",
+            ),
+            Expired::ClientIdle => (
+                "57P05",
+                "terminating connection due to idle-session timeout",
+            ),
+        };
+        Err(Error::new(Kind::Protocol, Side::Client, message).with_sqlstate(code))
     }
 
     /// Sends the answers Sluice gives itself that are due now.

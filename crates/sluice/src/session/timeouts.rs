@@ -1,0 +1,140 @@
+//! Timeouts that protect the server from bad clients, for either protocol: a client
+//! idle inside a transaction (`idle_transaction_timeout`: it holds a server connection
+//! and its locks), a statement that runs too long (`query_timeout`: cancelled on the
+//! server), a client idle between transactions (`client_idle_timeout`). The relay tells
+//! the clock what phase the client is in after every event; the clock says when the
+//! next deadline falls (the IO pump waits for it alongside the sockets) and what it was.
+
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What the client is doing, as far as timeouts go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Between transactions, nothing in flight.
+    Idle,
+    /// Inside a transaction, nothing in flight.
+    IdleInTransaction,
+    /// A request is on its way to the server or being answered.
+    Busy,
+}
+
+/// A deadline that passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expired {
+    IdleInTransaction,
+    /// The running statement is to be cancelled (once per request).
+    Query,
+    ClientIdle,
+}
+
+/// The configured timeouts (from the client's pool policy).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Timeouts {
+    pub idle_transaction: Option<Duration>,
+    pub query: Option<Duration>,
+    pub client_idle: Option<Duration>,
+}
+
+impl Timeouts {
+    pub fn from_pool(p: &sluice_config::Pool) -> Timeouts {
+        Timeouts {
+            idle_transaction: p.idle_transaction_timeout,
+            query: p.query_timeout,
+            client_idle: p.client_idle_timeout,
+        }
+    }
+
+    pub fn any(&self) -> bool {
+        self.idle_transaction.is_some() || self.query.is_some() || self.client_idle.is_some()
+    }
+}
+
+/// One client's timeouts: the phase it is in and since when.
+#[derive(Debug)]
+pub struct Clock {
+    t: Timeouts,
+    phase: Phase,
+    since: Instant,
+    /// The request of this Busy phase has been cancelled already.
+    cancelled: bool,
+}
+
+impl Clock {
+    /// None when no timeout is configured: the relay then keeps no clock at all.
+    pub fn new(t: Timeouts) -> Option<Box<Clock>> {
+        t.any().then(|| {
+            Box::new(Clock {
+                t,
+                phase: Phase::Idle,
+                since: Instant::now(),
+                cancelled: false,
+            })
+        })
+    }
+
+    /// The client is in `phase` now (`activity`: it just sent something, which restarts
+    /// an idle period); returns the next deadline, if any.
+    pub fn observe(&mut self, phase: Phase, activity: bool) -> Option<Instant> {
+        if phase != self.phase || activity && phase != Phase::Busy {
+            self.phase = phase;
+            self.since = Instant::now();
+            self.cancelled = false;
+        }
+        let after = match phase {
+            Phase::Idle => self.t.client_idle,
+            Phase::IdleInTransaction => self.t.idle_transaction,
+            Phase::Busy if self.cancelled => None,
+            Phase::Busy => self.t.query,
+        }?;
+        Some(self.since + after)
+    }
+
+    /// The deadline of the current phase passed: what it was.
+    pub fn expired(&mut self) -> Expired {
+        match self.phase {
+            Phase::Idle => Expired::ClientIdle,
+            Phase::IdleInTransaction => Expired::IdleInTransaction,
+            Phase::Busy => {
+                self.cancelled = true;
+                Expired::Query
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn each_phase_has_its_deadline() {
+        let s = Duration::from_secs;
+        let mut c = Clock::new(Timeouts {
+            idle_transaction: Some(s(5)),
+            query: Some(s(2)),
+            client_idle: None,
+        })
+        .unwrap();
+        let t0 = Instant::now();
+        assert_eq!(c.observe(Phase::Idle, false), None);
+        assert_eq!(c.observe(Phase::Busy, true), Some(t0 + s(2)));
+        tokio::time::advance(s(1)).await;
+        // Still the same request.
+        assert_eq!(c.observe(Phase::Busy, true), Some(t0 + s(2)));
+        tokio::time::advance(s(1)).await;
+        assert_eq!(c.expired(), Expired::Query);
+        assert_eq!(c.observe(Phase::Busy, false), None, "cancelled once");
+        assert_eq!(
+            c.observe(Phase::IdleInTransaction, false),
+            Some(t0 + s(2) + s(5))
+        );
+        tokio::time::advance(s(3)).await;
+        // The client sent something that needed no server (answered by Sluice).
+        assert_eq!(
+            c.observe(Phase::IdleInTransaction, true),
+            Some(t0 + s(5) + s(5))
+        );
+        assert!(Clock::new(Timeouts::default()).is_none());
+    }
+}
