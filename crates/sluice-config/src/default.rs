@@ -45,17 +45,22 @@ auth = "passthrough"
 tls = "disable"
 
 # HandlerSocket in front of the same MySQL/MariaDB server, on the plugin's usual ports.
+# Requests run as the server's root, so clients must first send `A 1 <secret>`: the
+# secret is generated on the first start into this file, readable only by the user
+# running Sluice.
 [handlersocket.hs_read]
 address = "127.0.0.1:9998"
 cluster = "mysql"
 mode = "read-only"
 user = "root"
+secret_file = "~/.local/state/sluice/handlersocket.secret"
 
 [handlersocket.hs_write]
 address = "127.0.0.1:9999"
 cluster = "mysql"
 mode = "read-write"
 user = "root"
+secret_file = "~/.local/state/sluice/handlersocket.secret"
 "#;
 
 /// File name used in errors about the built-in default.
@@ -65,7 +70,8 @@ pub const BUILTIN_DEFAULT_NAME: &str = "<built-in default>";
 /// 127.0.0.1:6432 relaying to a server on 127.0.0.1:5432 and a MySQL listener on
 /// 127.0.0.1:6033 relaying to a server on 127.0.0.1:3306, both with passthrough auth, and
 /// HandlerSocket listeners on 127.0.0.1:9998 (read-only) and :9999 (read-write) running
-/// their requests on that MySQL server as `root`.
+/// their requests on that MySQL server as `root`, for clients that know the secret in
+/// `~/.local/state/sluice/handlersocket.secret` (generated on the first start).
 pub fn builtin_default() -> Config {
     let options = ValidateOptions {
         check_files: false,

@@ -19,6 +19,7 @@ pub(crate) const HANDLERSOCKET_KEYS: &[&str] = &[
     "password",
     "database",
     "secret",
+    "secret_file",
     "connections",
     "max_line_length",
     "max_open_indexes",
@@ -56,6 +57,16 @@ pub(crate) fn read_handlersocket(
     };
     let database = r.string("database").unwrap_or_default();
     let secret = r.string("secret").filter(|s| !s.is_empty());
+    let secret_file = r.path("secret_file");
+    if secret.is_some() && secret_file.is_some() {
+        r.error("secret_file", "give secret or secret_file, not both");
+    }
+    if secret
+        .as_deref()
+        .is_some_and(|s| s.bytes().any(|b| b < 0x10 || b == b'\t'))
+    {
+        r.error("secret", "must not contain TAB, LF or other control bytes");
+    }
     let connections = r
         .count("connections", 1, 1024)
         .unwrap_or(DEFAULT_HS_CONNECTIONS);
@@ -105,6 +116,7 @@ pub(crate) fn read_handlersocket(
             password,
             database,
             secret,
+            secret_file,
             connections,
             max_line,
             max_open_indexes,

@@ -324,6 +324,9 @@ impl<'c, 'o, 't> ObjectReader<'c, 'o, 't> {
         let s = self.nonempty_string(key)?;
         let path = PathBuf::from(s);
         Some(match &self.ctx.options.base_dir {
+            // `~/...`: the home directory of the user running Sluice (expanded by the
+            // code that opens the file).
+            _ if path.starts_with("~") => path,
             Some(base) if path.is_relative() => base.join(path),
             _ => path,
         })

@@ -398,6 +398,9 @@ pub struct HsListener {
     pub database: String,
     /// When set, clients must send `A 1 <secret>` before anything else.
     pub secret: Option<String>,
+    /// A file holding the secret, created with a random one (readable only by the user
+    /// running Sluice) when missing; `~/` at its start is that user's home directory.
+    pub secret_file: Option<PathBuf>,
     /// Server connections that run batches of requests.
     pub connections: usize,
     /// Longest request line, in bytes.

@@ -67,10 +67,16 @@ pub async fn start(config: Config) -> Result<Handle> {
             ),
             _ => None,
         };
+        let mut cfg = l.clone();
+        if let Some(path) = &l.secret_file {
+            let secret = crate::hs_secret::load_or_create(path)
+                .with_context(|| format!("handlersocket \"{}\": secret_file", l.name))?;
+            cfg.secret = Some(secret);
+        }
         let ctx = Arc::new(crate::frontend::hs::HsCtx {
             tls,
             kv,
-            cfg: l.clone(),
+            cfg,
             clients: Default::default(),
         });
         let socket = listener::bind_address(&l.name, &l.address).await?;

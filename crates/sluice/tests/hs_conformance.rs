@@ -182,3 +182,53 @@ fn pipelined_read_listener_answers_match_the_plugin() {
     drop(sluice);
     fail_on(mismatches(&reqs, "plugin", &want, t.name, &got));
 }
+
+/// Behind a secret (the built-in default's `secret_file`, generated on the first
+/// start): without `A 1 <secret>` reads and writes are refused as the plugin refuses
+/// them; with it, the corpus (less its own `A` requests, which test listeners without a
+/// secret) answers byte for byte as the plugin does.
+#[test]
+fn corpus_answers_match_behind_a_secret() {
+    let reqs: Vec<Request> = parse_corpus(CORPUS)
+        .into_iter()
+        .filter(|r| !r.text.starts_with('A'))
+        .collect();
+    let db = mariadb();
+    let want = run_sequential(&reqs, hs::plugin(&db, REF_DB));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("state/hs.secret");
+    let extra = format!("secret_file = \"{}\"", file.display());
+    let sluice = hs::Sluice::start(&hs::listeners_config(
+        "mysql",
+        db.port(),
+        db.user(),
+        db.password(),
+        &extra,
+    ));
+    let secret = std::fs::read_to_string(&file).unwrap().trim().to_owned();
+    let t = sluice.target(SLUICE_DB);
+    // Refused without the secret, as the plugin refuses.
+    let open = format!("P\t1\t{SLUICE_DB}\tt1\tPRIMARY\tid,name");
+    for (listener, line) in [
+        (t.read, open.clone()),
+        (t.write, open.clone()),
+        (t.write, "1\t+\t2\t900\tx".to_owned()),
+    ] {
+        use std::io::{BufRead, Write};
+        let mut s = std::net::TcpStream::connect(listener).unwrap();
+        s.write_all(format!("{line}\n").as_bytes()).unwrap();
+        let mut answer = String::new();
+        std::io::BufReader::new(s).read_line(&mut answer).unwrap();
+        assert_eq!(answer, "3\t1\tunauth\n", "{line}");
+    }
+    let hello = format!("A\t1\t{secret}");
+    let t = hs::Target {
+        hello: Some(&hello),
+        ..t
+    };
+    let got = run_sequential(&reqs, t);
+    drop(sluice);
+    let mut problems = mismatches(&reqs, "plugin", &want, t.name, &got);
+    problems.extend(table_mismatches(&db));
+    fail_on(problems);
+}

@@ -142,6 +142,8 @@ pub struct Target<'a> {
     pub db: &'a str,
     pub read: SocketAddr,
     pub write: SocketAddr,
+    /// A line every connection sends first (`A 1 <secret>`), whose answer must be `0 1`.
+    pub hello: Option<&'a str>,
 }
 
 impl Target<'_> {
@@ -150,6 +152,18 @@ impl Target<'_> {
             Listener::Read => self.read,
             Listener::Write => self.write,
         }
+    }
+
+    /// A connection to listener `l`, past the hello line if there is one.
+    fn open(&self, l: Listener) -> std::io::Result<BufReader<TcpStream>> {
+        let mut c = connect(self.addr(l))?;
+        if let Some(hello) = &self.hello {
+            c.get_mut().write_all(format!("{hello}\n").as_bytes())?;
+            let answer = read_answer(&mut c)
+                .map_err(|a| std::io::Error::other(String::from_utf8_lossy(&a).into_owned()))?;
+            assert_eq!(answer, b"0\t1\n", "the hello line is accepted");
+        }
+        Ok(c)
     }
 }
 
@@ -186,7 +200,7 @@ pub fn run_sequential(reqs: &[Request], t: Target) -> Vec<Vec<u8>> {
             cur = None;
         }
         if cur.is_none() {
-            match connect(t.addr(req.listener)) {
+            match t.open(req.listener) {
                 Ok(c) => cur = Some((req.conn, c)),
                 Err(e) => {
                     answers.push(format!("<connect error: {e}>").into_bytes());
@@ -230,7 +244,7 @@ pub fn run_pipelined(reqs: &[Request], t: Target) -> Vec<Vec<u8>> {
             all.extend_from_slice(&r.bytes(t.db));
             all.push(b'\n');
         }
-        let mut c = match connect(t.addr(group[0].listener)) {
+        let mut c = match t.open(group[0].listener) {
             Ok(c) => c,
             Err(e) => {
                 for _ in group {
@@ -330,6 +344,7 @@ pub fn plugin_server(schema: &str, dbs: &[&str]) -> sluice_testkit::MariaDbServe
 pub fn plugin(db: &sluice_testkit::MariaDbServer, db_name: &'static str) -> Target<'static> {
     let (read, write) = db.handlersocket_ports().expect("plugin ports");
     Target {
+        hello: None,
         name: "plugin",
         db: db_name,
         read: SocketAddr::from(([127, 0, 0, 1], read)),
@@ -362,6 +377,7 @@ impl Sluice {
     pub fn target(&self, db: &'static str) -> Target<'static> {
         let h = self.handle.as_ref().unwrap();
         Target {
+            hello: None,
             name: "sluice",
             db,
             read: super::common::addr(h, "hs_read"),
