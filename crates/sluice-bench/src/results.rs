@@ -107,6 +107,10 @@ pub struct ProcUsage {
     pub rss_kib: u64,
     /// Peak resident set size of the process so far (VmHWM), KiB.
     pub peak_rss_kib: u64,
+    /// Waits for a server connection over 100 ms during the run (Sluice's
+    /// `slow_waits` counter), for processes that report their counters.
+    #[serde(default)]
+    pub slow_waits: Option<u64>,
 }
 
 /// Connection scale: a proxy's memory for idle clients, and the active set's

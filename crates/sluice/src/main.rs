@@ -99,10 +99,15 @@ async fn run(config: Config) -> Result<()> {
     // Handlers first: a signal arriving as soon as the ports listen must not kill us.
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
+    let mut usr1 = signal(SignalKind::user_defined1())?;
     let handle = sluice::server::start(config).await?;
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
+    loop {
+        tokio::select! {
+            _ = int.recv() => break,
+            _ = term.recv() => break,
+            // The counters, to the log.
+            _ = usr1.recv() => handle.log_counters(),
+        }
     }
     tracing::info!("shutting down: no new clients; waiting for transactions in flight");
     handle.shutdown(timeout).await;

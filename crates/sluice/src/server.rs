@@ -157,6 +157,20 @@ fn kv_for(
 }
 
 impl Handle {
+    /// Writes each pool's counters to the log (on SIGUSR1), and their totals on one
+    /// line a benchmark can read (`slow_waits_total`: waits for a server connection
+    /// over 100 ms, clients starving).
+    pub fn log_counters(&self) {
+        let pg = self.shared.pools.all().into_iter().map(|p| p.counters());
+        let my = self.shared.my_pools.all().into_iter().map(|p| p.counters());
+        let mut slow = 0;
+        for (pool, leases, waits, slow_waits) in pg.chain(my) {
+            slow += slow_waits;
+            tracing::warn!(%pool, leases, waits, slow_waits, "pool counters");
+        }
+        tracing::warn!("counters: slow_waits_total={slow}");
+    }
+
     /// Stops accepting; sessions end as soon as they are between transactions.
     pub fn begin_shutdown(&self) {
         let _ = self.shutdown.send(true);

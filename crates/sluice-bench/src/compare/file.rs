@@ -82,6 +82,10 @@ pub struct ProcessSpec {
     pub ready_timeout: f64,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The process writes its counters to its log on SIGUSR1 (Sluice): the slow waits
+    /// of each run are read from there.
+    #[serde(default)]
+    pub counters: bool,
 }
 
 /// What a target speaks.

@@ -217,7 +217,15 @@ fn measured_run(
     round: u32,
 ) -> Result<RunRecord> {
     let pid = measured_pid(target, procs)?;
-    let meter = pid.map(Meter::begin).transpose()?;
+    let counters_log = target
+        .process
+        .as_ref()
+        .and_then(|p| procs.get(p))
+        .filter(|s| s.counters)
+        .map(|s| s.log.clone());
+    let meter = pid
+        .map(|pid| Meter::begin(pid, counters_log.as_deref()))
+        .transpose()?;
     let summary = match spec.execute() {
         Ok(s) => s,
         // A run that could not even start (connections refused) is a failed run, kept

@@ -10,7 +10,7 @@ use crate::results::{Machine, ProcUsage};
 use anyhow::{Context, Result, bail};
 use std::collections::HashMap;
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,8 @@ pub struct Started {
     pub name: String,
     child: Child,
     pub log: PathBuf,
+    /// It writes its counters to its log on SIGUSR1.
+    pub counters: bool,
 }
 
 #[derive(Default)]
@@ -54,6 +56,7 @@ impl Procs {
             name: spec.name.clone(),
             child,
             log: log.clone(),
+            counters: spec.counters,
         });
         let deadline = Instant::now() + Duration::from_secs_f64(spec.ready_timeout.max(0.1));
         for addr in &spec.ready {
@@ -266,25 +269,58 @@ fn status_kib(status: &str, key: &str) -> Option<u64> {
 pub struct Meter {
     pid: u32,
     cpu0: f64,
+    /// The log a process with counters writes them to, and their values at the start.
+    counters: Option<(PathBuf, u64)>,
 }
 
 impl Meter {
-    pub fn begin(pid: u32) -> Result<Meter> {
+    /// `log`: the process's log, when it reports its counters there on SIGUSR1.
+    pub fn begin(pid: u32, log: Option<&Path>) -> Result<Meter> {
+        let counters = log.and_then(|l| Some((l.to_path_buf(), slow_waits(pid, l)?)));
         Ok(Meter {
             pid,
             cpu0: cpu_seconds(pid)?,
+            counters,
         })
     }
 
     pub fn end(&self) -> Result<ProcUsage> {
         let cpu = cpu_seconds(self.pid)?;
         let (rss, hwm) = memory_kib(self.pid)?;
+        let slow = self.counters.as_ref().and_then(|(log, before)| {
+            slow_waits(self.pid, log).map(|after| after.saturating_sub(*before))
+        });
         Ok(ProcUsage {
             cpu_s: (cpu - self.cpu0).max(0.0),
             rss_kib: rss,
             peak_rss_kib: hwm,
+            slow_waits: slow,
         })
     }
+}
+
+/// Asks `pid` for its counters (SIGUSR1) and reads `slow_waits_total` from the line it
+/// then writes to `log` (within a second).
+fn slow_waits(pid: u32, log: &Path) -> Option<u64> {
+    const KEY: &str = "slow_waits_total=";
+    let seen = std::fs::metadata(log).map(|m| m.len()).unwrap_or(0);
+    // SAFETY: a plain signal to a child this process started.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGUSR1);
+    }
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(20));
+        let text = std::fs::read(log).ok()?;
+        let fresh = String::from_utf8_lossy(text.get(seen as usize..)?);
+        if let Some(at) = fresh.rfind(KEY) {
+            let digits: String = fresh[at + KEY.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            return digits.parse().ok();
+        }
+    }
+    None
 }
 
 /// This machine, from /proc and uname.

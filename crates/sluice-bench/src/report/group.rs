@@ -48,6 +48,8 @@ pub(super) struct GroupStats {
     pub cpu_ms_per_1k: Option<f64>,
     /// Highest peak RSS of the target's process over the group, MiB.
     pub peak_rss_mib: Option<f64>,
+    /// Waits for a server connection over 100 ms, summed over the runs that report it.
+    pub slow_waits: Option<u64>,
 }
 
 impl GroupStats {
@@ -77,7 +79,11 @@ impl GroupStats {
             .iter()
             .filter_map(|r| r.process.as_ref().map(|p| p.peak_rss_kib))
             .max();
+        let slow = runs
+            .iter()
+            .filter_map(|r| r.process.as_ref().and_then(|p| p.slow_waits));
         GroupStats {
+            slow_waits: slow.clone().next().map(|_| slow.sum()),
             runs: runs.len(),
             ok: ok.len(),
             ops_per_sec: median(ok.iter().map(|r| r.summary.ops_per_sec)),

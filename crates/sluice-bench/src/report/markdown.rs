@@ -137,6 +137,30 @@ pub(super) fn settings_line(s: &Settings, targets: usize, rounds: u32) -> String
 }
 
 /// One table: settings, rows, charts, notes, failed rounds.
+/// A line under a table with each reporting target's waits for a server connection over
+/// 100 ms (clients starving), where a target's process reports them.
+fn slow_waits(out: &mut String, view: &DocView<'_>, t: &TableView<'_>) {
+    let mut parts = Vec::new();
+    for (ci, &conns) in t.connections.iter().enumerate() {
+        for (ti, target) in view.targets.iter().enumerate() {
+            if let Some(n) = t.group(ci, ti).and_then(|g| g.stats.slow_waits) {
+                parts.push(format!(
+                    "{} at {}: {}",
+                    cell(target),
+                    int(conns as u64),
+                    int(n)
+                ));
+            }
+        }
+    }
+    if !parts.is_empty() {
+        out.push_str(&format!(
+            "Waits for a server connection over 100 ms (all rounds): {}.\n\n",
+            parts.join("; ")
+        ));
+    }
+}
+
 fn table(out: &mut String, view: &DocView<'_>, t: &TableView<'_>, opts: &ReportOptions) {
     let info = t.info;
     out.push_str(&format!("### {}\n\n", inline(&info.title)));
@@ -192,6 +216,7 @@ fn table(out: &mut String, view: &DocView<'_>, t: &TableView<'_>, opts: &ReportO
             out.push_str(&r);
         }
         out.push('\n');
+        slow_waits(out, view, t);
     }
 
     let title = alt(&info.title);

@@ -294,6 +294,7 @@ fn cpu_per_thousand_answers_and_peak_rss() {
                 cpu_s: 0.5 + 0.1 * (i % 3) as f64,
                 rss_kib: 10_240,
                 peak_rss_kib: 20_480 + i as u64 * 1024,
+                slow_waits: Some(i as u64 % 2),
             });
         }
     }
@@ -312,7 +313,13 @@ fn cpu_per_thousand_answers_and_peak_rss() {
         .max()
         .expect("peak");
     assert_eq!(s.peak_rss_mib, Some(max_peak as f64 / 1024.0));
+    let slow: u64 = runs.iter().filter_map(|r| r.process?.slow_waits).sum();
+    assert_eq!(s.slow_waits, Some(slow));
     let md = render(&[d], &opts()).expect("renders").markdown;
+    assert!(
+        md.contains("Waits for a server connection over 100 ms (all rounds): sluice at 1:"),
+        "{md}"
+    );
     let line = row(&md, "1", "sluice");
     assert!(
         line.contains(&format!(

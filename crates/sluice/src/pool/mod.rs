@@ -23,6 +23,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use wait::Grant;
 
+/// A wait for a server connection longer than this is counted as slow.
+pub const SLOW_WAIT: Duration = Duration::from_millis(100);
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PoolKey {
     /// The `[pools.X]` policy this pool follows.
@@ -110,6 +113,8 @@ pub struct Pool<C: PoolConn> {
     opener: Mutex<Option<Arc<C::Opener>>>,
     pub leases: AtomicU64,
     pub waits: AtomicU64,
+    /// Waits for a connection that took longer than [`SLOW_WAIT`]: a client starving.
+    pub slow_waits: AtomicU64,
     /// Clients waiting for a connection right now, and since when there have been any.
     waiting: std::sync::atomic::AtomicUsize,
     wait_since: Mutex<Option<Instant>>,
@@ -222,6 +227,7 @@ impl<C: PoolConn> Pool<C> {
             opener: Mutex::new(None),
             leases: AtomicU64::new(0),
             waits: AtomicU64::new(0),
+            slow_waits: AtomicU64::new(0),
             waiting: Default::default(),
             wait_since: Mutex::new(None),
             known_statements: Mutex::new(Default::default()),
@@ -283,6 +289,13 @@ impl<C: PoolConn> Pool<C> {
             hash = xxhash_rust::xxh3::xxh3_128(&hash.to_le_bytes());
         }
         hash
+    }
+
+    /// (name, leases, waits, slow waits) so far.
+    pub fn counters(&self) -> (String, u64, u64, u64) {
+        let c = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let slow = c(&self.slow_waits);
+        (self.name.clone(), c(&self.leases), c(&self.waits), slow)
     }
 
     /// Whether the pool can open connections by itself (not a pass-through pool).

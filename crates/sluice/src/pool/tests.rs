@@ -153,3 +153,20 @@ async fn a_closed_connection_lets_the_first_waiter_open_one() {
     assert_eq!(id, 1, "a new connection");
     assert_eq!(p.counts(), (0, 0), "the waiter's lease was dropped: closed");
 }
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn waits_over_100_ms_are_counted() {
+    let p = pool(1, Duration::from_secs(5));
+    let held = p.lease().await.expect("first lease");
+    let waiter = queue_one(&p).await;
+    tokio::time::advance(Duration::from_millis(50)).await;
+    held.put_back();
+    waiter.await.unwrap().unwrap();
+    assert_eq!(p.counters().3, 0, "a short wait");
+    let held = p.lease().await.expect("lease");
+    let waiter = queue_one(&p).await;
+    tokio::time::advance(Duration::from_millis(150)).await;
+    held.put_back();
+    waiter.await.unwrap().unwrap();
+    assert_eq!(p.counters().3, 1, "a wait over 100 ms");
+}

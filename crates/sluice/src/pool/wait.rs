@@ -123,8 +123,12 @@ impl<C: PoolConn> Pool<C> {
             pool: self.clone(),
             rx,
         };
+        let waited = tokio::time::Instant::now();
         let got = tokio::time::timeout_at(deadline, &mut w.rx).await;
         drop(w);
+        if waited.elapsed() > super::SLOW_WAIT {
+            self.slow_waits.fetch_add(1, Ordering::Relaxed);
+        }
         match got {
             Ok(Ok(Grant::Conn(c))) => Ok(self.leased(c)),
             Ok(Ok(Grant::Slot)) => self.open_counted().await,
