@@ -94,7 +94,7 @@ pub async fn start(config: Config) -> Result<Handle> {
         let mut rx = reaper.shutdown.clone();
         loop {
             tokio::select! {
-                _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                 _ = rx.wait_for(|s| *s) => break,
             }
             reaper.reap_pools();

@@ -12,6 +12,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use tokio::sync::watch;
 
+/// Idle server connections the reaper closes at most per run (see `reap_pools`).
+pub const REAP_PER_TICK: usize = 50;
+
 pub struct Shared {
     pub config: ArcSwap<Config>,
     pub pools: Pools<crate::backend::pg::ServerConn>,
@@ -86,10 +89,15 @@ impl Shared {
         p.max(1)
     }
 
-    /// Closes idle connections past their idle timeout or lifetime, in every pool.
+    /// Closes idle connections past their idle timeout or lifetime, in every pool, at
+    /// most [`REAP_PER_TICK`] at a time (the reaper runs every second): a server whose
+    /// backends exit by the thousand at once stalls its other sessions for a second (a
+    /// backend leaving takes the server's process-array lock), which is what a session
+    /// pool's thousand connections expiring together did to every other client.
     pub fn reap_pools(&self) {
-        self.pools.all().iter().for_each(|p| p.reap());
-        self.my_pools.all().iter().for_each(|p| p.reap());
+        let mut left = REAP_PER_TICK;
+        self.pools.all().iter().for_each(|p| p.reap(&mut left));
+        self.my_pools.all().iter().for_each(|p| p.reap(&mut left));
     }
 
     /// Closes every idle server connection (shutdown).

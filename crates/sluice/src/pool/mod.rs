@@ -418,19 +418,21 @@ impl<C: PoolConn> Pool<C> {
         (None, expired)
     }
 
-    /// Closes idle connections past their idle timeout or lifetime.
-    pub fn reap(&self) {
+    /// Closes idle connections past their idle timeout or lifetime, at most `*left` of
+    /// them (counted down).
+    pub fn reap(&self, left: &mut usize) {
         let now = Instant::now();
         let mut closed = Vec::new();
         {
             let mut st = self.state.lock();
             let mut i = 0;
-            while i < st.idle.len() {
+            while i < st.idle.len() && *left > 0 {
                 if self.usable(&st.idle[i], now) {
                     i += 1;
                 } else {
                     closed.push(st.idle.swap_remove(i));
                     st.total -= 1;
+                    *left -= 1;
                 }
             }
         }
