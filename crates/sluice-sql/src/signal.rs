@@ -79,9 +79,51 @@ pub fn calls(sql: &[u8]) -> Vec<Call> {
     out
 }
 
+/// The calls whose pid is a parameter (`pg_terminate_backend($1)`): (terminate, the
+/// parameter's number, from 1), for the Bind that gives the value.
+pub fn param_calls(sql: &[u8]) -> Vec<(bool, usize)> {
+    if !mentioned(sql) {
+        return Vec::new();
+    }
+    let toks: Vec<_> = {
+        let mut t = Tokens::new_in(sql, Dialect::Postgres);
+        std::iter::from_fn(|| t.next_spanned()).collect()
+    };
+    let mut out = Vec::new();
+    for (i, (t, _)) in toks.iter().enumerate() {
+        let Some(&(_, terminate)) = FUNCTIONS.iter().find(|(f, _)| t.is(f)) else {
+            continue;
+        };
+        let (Some((Token::Punct(b'('), _)), Some((Token::Punct(b'$'), at))) =
+            (toks.get(i + 1), toks.get(i + 2))
+        else {
+            continue;
+        };
+        let n = std::str::from_utf8(&sql[at.start + 1..at.end])
+            .ok()
+            .and_then(|d| d.parse().ok())
+            .filter(|&n: &usize| n > 0);
+        if let Some(n) = n {
+            out.push((terminate, n));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parameter_pids_are_found() {
+        assert_eq!(param_calls(b"select pg_terminate_backend($1)"), [(true, 1)]);
+        assert_eq!(
+            param_calls(b"SELECT $1, pg_cancel_backend( $2 ), pg_terminate_backend($3, 100)"),
+            [(false, 2), (true, 3)]
+        );
+        assert_eq!(param_calls(b"select pg_terminate_backend(7)"), []);
+        assert_eq!(param_calls(b"select 1"), []);
+    }
 
     #[test]
     fn literal_pids_are_found() {

@@ -124,6 +124,26 @@ pub fn bind(buf: &mut BytesMut, portal: &[u8], stmt: &[u8], rest: &[u8]) {
     });
 }
 
+/// The part of a Bind after the names: parameters (each with its own format code)
+/// and the result format codes as they were.
+pub fn bind_rest(buf: &mut BytesMut, params: &[(i16, Option<&[u8]>)], results: &[u8]) {
+    buf.put_i16(params.len() as i16);
+    for (code, _) in params {
+        buf.put_i16(*code);
+    }
+    buf.put_i16(params.len() as i16);
+    for (_, v) in params {
+        match v {
+            Some(v) => {
+                buf.put_i32(v.len() as i32);
+                buf.put_slice(v);
+            }
+            None => buf.put_i32(-1),
+        }
+    }
+    buf.put_slice(results);
+}
+
 /// Describe or Close (`tag` b'D' or b'C') of a statement or portal.
 pub fn target(buf: &mut BytesMut, tag: u8, kind: u8, name: &[u8]) {
     message(buf, tag, |b| {

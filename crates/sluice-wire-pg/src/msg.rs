@@ -72,6 +72,10 @@ fn be_i32(buf: &[u8]) -> Option<i32> {
     Some(i32::from_be_bytes(buf.get(..4)?.try_into().ok()?))
 }
 
+fn be_i16(buf: &[u8]) -> Option<i16> {
+    Some(i16::from_be_bytes(buf.get(..2)?.try_into().ok()?))
+}
+
 /// What the first, untagged message of a connection asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StartupRequest {
@@ -144,6 +148,40 @@ pub fn bind(body: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
     let (portal, rest) = cstr(body)?;
     let (stmt, rest) = cstr(rest)?;
     Some((portal, stmt, rest))
+}
+
+/// One parameter of a Bind: its format code (0 text, 1 binary) and value (None: NULL).
+pub type BindParam<'a> = (i16, Option<&'a [u8]>);
+
+/// The parameters of a Bind (the part after the portal and statement names), and the
+/// result format codes that follow them, as written.
+pub fn bind_params(rest: &[u8]) -> Option<(Vec<BindParam<'_>>, &[u8])> {
+    let n = be_i16(rest)? as usize;
+    let codes: Vec<i16> = (0..n)
+        .map(|i| be_i16(rest.get(2 + 2 * i..)?))
+        .collect::<Option<_>>()?;
+    let mut at = 2 + 2 * n;
+    let count = be_i16(rest.get(at..)?)? as usize;
+    at += 2;
+    let mut params = Vec::with_capacity(count);
+    for i in 0..count {
+        let code = match codes.len() {
+            0 => 0,
+            1 => codes[0],
+            _ => *codes.get(i)?,
+        };
+        let len = be_i32(rest.get(at..)?)?;
+        at += 4;
+        let value = if len < 0 {
+            None
+        } else {
+            let v = rest.get(at..at + len as usize)?;
+            at += len as usize;
+            Some(v)
+        };
+        params.push((code, value));
+    }
+    Some((params, rest.get(at..)?))
 }
 
 /// Describe and Close: (kind b'S' statement or b'P' portal, name).
@@ -235,6 +273,23 @@ pub fn sasl_initial(body: &[u8]) -> Option<(&str, &[u8])> {
         return Some((mech, &[]));
     }
     (data.len() == len as usize).then_some((mech, data))
+}
+
+#[cfg(test)]
+mod bind_tests {
+    use super::*;
+
+    #[test]
+    fn bind_parameters_are_read() {
+        // One text format for all; two values, the second NULL; one result format.
+        let rest = [
+            0, 1, 0, 0, 0, 2, 0, 0, 0, 2, b'4', b'2', 0xff, 0xff, 0xff, 0xff, 0, 1, 0, 1,
+        ];
+        let (params, results) = bind_params(&rest).unwrap();
+        assert_eq!(params, [(0, Some(&b"42"[..])), (0, None)]);
+        assert_eq!(results, [0, 1, 0, 1]);
+        assert!(bind_params(&rest[..9]).is_none(), "a truncated value");
+    }
 }
 
 #[cfg(test)]

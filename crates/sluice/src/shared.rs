@@ -36,6 +36,9 @@ pub struct Shared {
     pub pg_views: crate::intern::Interner<std::collections::BTreeMap<String, String>>,
     /// TLS towards each server that uses it, by server name.
     pub connectors: HashMap<String, tokio_rustls::TlsConnector>,
+    /// Schema changes (DDL) clients made through Sluice: prepared statements are named
+    /// afresh after each (see `Pool::current_statement`).
+    pub schema_epoch: Arc<std::sync::atomic::AtomicU64>,
     /// Each server's connection budget, by server name (see pool/budget.rs).
     pub budgets: HashMap<String, Arc<crate::pool::budget::ServerBudget>>,
     pub shutdown: watch::Receiver<bool>,
@@ -62,6 +65,7 @@ impl Shared {
             .collect();
         Arc::new(Shared {
             budgets,
+            schema_epoch: Default::default(),
             config: ArcSwap::from_pointee(config),
             pools: Pools::default(),
             pg_muxes: Default::default(),

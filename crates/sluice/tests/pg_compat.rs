@@ -404,3 +404,26 @@ async fn who_the_session_runs_as_stays_with_it() {
         hog.batch_execute("commit").await.unwrap();
     }
 }
+
+/// A table dropped and created again with another column type, through Sluice: a
+/// statement prepared afterwards has the new parameter types (nothing fails to tell
+/// that the copy prepared before is stale), as directly (asyncpg's codec tests).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statements_prepared_after_a_schema_change_see_it() {
+    use tokio_postgres::types::Type;
+    let pg = pg();
+    let h = sluice(&config_text(&pg, 2, "5s", "")).await;
+    let a = addr(&h, "tx");
+    let c = app(a).await;
+    let other = app(a).await;
+    c.batch_execute("create table sc (v date)").await.unwrap();
+    let sql = "insert into sc values ($1)";
+    assert_eq!(c.prepare(sql).await.unwrap().params(), [Type::DATE]);
+    assert_eq!(other.prepare(sql).await.unwrap().params(), [Type::DATE]);
+    c.batch_execute("drop table sc").await.unwrap();
+    c.batch_execute("create table sc (v int4)").await.unwrap();
+    assert_eq!(c.prepare(sql).await.unwrap().params(), [Type::INT4]);
+    let s = other.prepare(sql).await.unwrap();
+    assert_eq!(s.params(), [Type::INT4]);
+    other.execute(&s, &[&7i32]).await.unwrap();
+}

@@ -93,3 +93,52 @@ async fn clients_cancel_and_terminate_each_other_by_pid() {
     // The control session goes on.
     assert_eq!(value(&mut control, "select 2").await, "2");
 }
+
+/// The same with the process id as a parameter (what drivers send for
+/// `pg_terminate_backend(%s)`), in text and binary format, the client's own included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn process_ids_as_parameters() {
+    let pg = pg();
+    let h = sluice(&config_text(&pg, 3, "5s", "")).await;
+    let a = addr(&h, "tx");
+    // Binary int4 (tokio-postgres): cancel another client's running statement.
+    let control = app(a).await;
+    let mut victim = Raw::login(a, APP_USER, APP_PW, "app").await;
+    let mut out = bytes::BytesMut::new();
+    postgres_protocol::message::frontend::query("select pg_sleep(10)", &mut out).unwrap();
+    victim.send(&out).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let ok: bool = control
+        .query_one("select pg_cancel_backend($1)", &[&victim.pid])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(ok);
+    let f = victim.until_ready().await;
+    assert!(
+        f.iter().any(|f| f.0 == b'E' && error_code(&f.1) == "57014"),
+        "{f:?}"
+    );
+    // Text format: a client ends its own session by the pid it was told.
+    let me = app(a).await;
+    let pid: i32 = me
+        .query_one("select pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let e = me
+        .query(
+            "select pg_terminate_backend($1::text::int)",
+            &[&pid.to_string()],
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        e.as_db_error().is_some_and(|d| d.code().code() == "57P01") || me.is_closed(),
+        "{e}"
+    );
+    assert!(
+        me.simple_query("select 1").await.is_err(),
+        "the session ended"
+    );
+}

@@ -50,6 +50,8 @@ pub struct Settings {
     pub shared: usize,
     /// The timeouts of the sessions of this pool's clients.
     pub timeouts: crate::session::timeouts::Timeouts,
+    /// Schema changes clients made through Sluice so far (see `current_statement`).
+    pub schema_epoch: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// What a pool needs of a protocol's server connection. Each protocol's backend
@@ -280,7 +282,19 @@ impl<C: PoolConn> Pool<C> {
 
     /// The pool-wide hash a statement first hashed as `hash` goes by now: itself,
     /// unless it was found stale; then the next in a chain every client follows alike.
+    ///
+    /// After a schema change made through Sluice (DDL), every text goes by a new name:
+    /// a statement prepared since is analysed afresh (its parameter types may differ
+    /// now, with no error to tell), while the copies prepared before stay where they are
+    /// for the clients holding them, as directly.
     pub fn current_statement(&self, mut hash: u128) -> u128 {
+        let epoch = self.settings.schema_epoch.load(Ordering::Acquire);
+        if epoch > 0 {
+            let mut b = [0u8; 24];
+            b[..16].copy_from_slice(&hash.to_le_bytes());
+            b[16..].copy_from_slice(&epoch.to_le_bytes());
+            hash = xxhash_rust::xxh3::xxh3_128(&b);
+        }
         if !self.any_stale.load(Ordering::Acquire) {
             return hash;
         }

@@ -62,6 +62,7 @@ fn pool(size: usize, wait: Duration) -> Arc<Pool<Fake>> {
             reset_query: String::new(),
             shared: 0,
             timeouts: Default::default(),
+            schema_epoch: Default::default(),
         },
     );
     p.set_opener(Arc::new(AtomicUsize::new(0)));

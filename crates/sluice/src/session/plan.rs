@@ -85,6 +85,7 @@ pub fn plan<C: PoolConn>(
         statement_cache: pool_cfg.statement_cache_size,
         shared: pool_cfg.shared_connections,
         timeouts: crate::session::timeouts::Timeouts::from_pool(&pool_cfg),
+        schema_epoch: shared.schema_epoch.clone(),
         reset_query: pool_cfg
             .reset_query
             .clone()

@@ -103,6 +103,67 @@ impl Relay {
         changed.then_some(out)
     }
 
+    /// The parameters of a Bind of `query` where they are process ids of Sluice's
+    /// clients passed to pg_cancel_backend / pg_terminate_backend (`$n`): mapped to the
+    /// server connection each such client uses now, which it keeps until the statement
+    /// has run. `rest`: the Bind after its names; None when nothing changes. (A client
+    /// using no server connection is left to the server, which knows no such id.)
+    pub(super) fn signal_params(&mut self, query: &[u8], rest: &[u8]) -> Option<BytesMut> {
+        let calls = sluice_sql::signal::param_calls(query);
+        if calls.is_empty() {
+            return None;
+        }
+        let (params, results) = msg::bind_params(rest)?;
+        let mut values: Vec<(i16, Option<Vec<u8>>)> = params
+            .iter()
+            .map(|(c, v)| (*c, v.map(<[u8]>::to_vec)))
+            .collect();
+        let mut changed = false;
+        for (_, n) in calls {
+            let Some((code, Some(v))) = values.get_mut(n - 1) else {
+                continue;
+            };
+            // Digits: the text format (or a text parameter in binary, the same bytes);
+            // else a binary int4 or int8.
+            let digits = !v.is_empty() && v.iter().all(u8::is_ascii_digit);
+            let pid = match (digits, v.len()) {
+                (true, _) => std::str::from_utf8(v).ok().and_then(|t| t.parse().ok()),
+                (false, 4) if *code == 1 => v[..].try_into().ok().map(i32::from_be_bytes),
+                (false, 8) if *code == 1 => v[..]
+                    .try_into()
+                    .ok()
+                    .map(i64::from_be_bytes)
+                    .and_then(|p| i32::try_from(p).ok()),
+                _ => None,
+            };
+            let Some(target) = pid.and_then(|p| self.shared.cancels.by_pid(p)) else {
+                continue;
+            };
+            let Some(key) = target.get() else {
+                continue;
+            };
+            let held = key.cancelling();
+            if target.get().as_ref() != Some(&key) {
+                continue;
+            }
+            self.signals.get_or_insert_default().held.push(held);
+            *v = match (digits, v.len()) {
+                (true, _) => key.pid.to_string().into_bytes(),
+                (false, 4) => key.pid.to_be_bytes().to_vec(),
+                _ => i64::from(key.pid).to_be_bytes().to_vec(),
+            };
+            changed = true;
+        }
+        if !changed {
+            return None;
+        }
+        let refs: Vec<(i16, Option<&[u8]>)> =
+            values.iter().map(|(c, v)| (*c, v.as_deref())).collect();
+        let mut out = BytesMut::new();
+        encode::bind_rest(&mut out, &refs, results);
+        Some(out)
+    }
+
     /// Whether this client may signal `target`, which holds no server connection for
     /// the server to decide: a superuser, or the same user (as the server allows; role
     /// memberships such as pg_signal_backend are the server's to know, and a client

@@ -295,6 +295,7 @@ impl Relay {
     }
 
     fn query(&mut self, frame: &[u8], body: &[u8]) {
+        self.note_ddl(msg::query_text(body).unwrap_or_default());
         let t = self.token();
         self.batch += 1;
         // A simple query destroys the unnamed statement.
@@ -405,6 +406,7 @@ impl Relay {
         let (name, query, types) =
             msg::parse(body).ok_or_else(|| Error::protocol("malformed Parse message"))?;
         self.note_notifier(query);
+        self.note_ddl(query);
         if name.is_empty() {
             self.unnamed_effects = self.shared.effects.of(query);
             self.unnamed.set(query, types);
@@ -460,6 +462,20 @@ impl Relay {
                 .insert(Bytes::copy_from_slice(portal), effects);
         }
         let uses = stmt.as_ref().map(|s| s.hash);
+        // Process ids of other clients passed as parameters (see pids.rs).
+        let query = match &stmt {
+            Some(s) => Some(&s.query[..]),
+            None if name.is_empty() => self.unnamed.get().map(|(q, _)| q),
+            None => None,
+        };
+        let mapped = match query.filter(|q| sluice_sql::signal::mentioned(q)) {
+            Some(q) => {
+                let q = Bytes::copy_from_slice(q);
+                self.signal_params(&q, rest)
+            }
+            None => None,
+        };
+        let rest = mapped.as_deref().unwrap_or(rest);
         match stmt {
             Some(s) => {
                 self.ensure_prepared(&s);
@@ -469,8 +485,12 @@ impl Relay {
                 if name.is_empty() {
                     self.ensure_unnamed();
                 }
-                // Unknown names are the server's to refuse, with the client's name.
-                self.io.to_server.extend_from_slice(frame);
+                if mapped.is_some() {
+                    encode::bind(&mut self.io.to_server, portal, name, rest);
+                } else {
+                    // Unknown names are the server's to refuse, with the client's name.
+                    self.io.to_server.extend_from_slice(frame);
+                }
             }
         }
         let t = self.token();

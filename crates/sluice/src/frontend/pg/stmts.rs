@@ -59,6 +59,22 @@ pub fn global_name(hash: u128) -> Bytes {
     Bytes::from(format!("sluice_{hash:032x}"))
 }
 
+impl super::relay::Relay {
+    /// A schema change (CREATE, ALTER, DROP): statements prepared from now on are named
+    /// afresh (see `Pool::current_statement`).
+    pub(super) fn note_ddl(&self, sql: &[u8]) {
+        let w = sluice_sql::first_word(sql);
+        if [&b"create"[..], b"alter", b"drop"]
+            .iter()
+            .any(|k| w.eq_ignore_ascii_case(k))
+        {
+            self.shared
+                .schema_epoch
+                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
+    }
+}
+
 /// A client's protocol-level named statements.
 #[derive(Default)]
 pub struct Statements {
