@@ -21,6 +21,7 @@ pub mod pool;
 pub mod router;
 pub mod server;
 pub mod session;
+pub mod sets;
 pub mod shared;
 pub mod stmt_cache;
 pub mod stream;

@@ -48,8 +48,9 @@ pub struct Settings {
     pub reset_query: String,
     /// Connections shared by pipelined statements (MySQL transaction mode).
     pub shared: usize,
-    /// The timeouts of the sessions of this pool's clients.
-    pub timeouts: crate::session::timeouts::Timeouts,
+    /// The pool policy's session timeouts (`[pools.X]`: idle in a transaction, a
+    /// statement, idle between transactions), for its clients' sessions.
+    pub session_timeouts: [Option<Duration>; 3],
     /// Schema changes clients made through Sluice so far (see `current_statement`).
     pub schema_epoch: Arc<std::sync::atomic::AtomicU64>,
 }

@@ -61,7 +61,7 @@ fn pool(size: usize, wait: Duration) -> Arc<Pool<Fake>> {
             statement_cache: 0,
             reset_query: String::new(),
             shared: 0,
-            timeouts: Default::default(),
+            session_timeouts: Default::default(),
             schema_epoch: Default::default(),
         },
     );

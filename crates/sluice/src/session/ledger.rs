@@ -7,7 +7,7 @@
 //! Effects are applied only once the server confirms the statement, and SETs made inside
 //! a transaction only when it commits.
 
-use super::sets::{Sets, identity_default};
+use crate::sets::{Sets, identity_default};
 use sluice_sql::Effect;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -142,7 +142,7 @@ impl Ledger {
             Effect::Set { name, sql } => {
                 if !identity_default(name, sql) && !self.sets.identity() {
                     // Counted when it pins (if the transaction commits, or now).
-                    if super::sets::IDENTITY.contains(&name.as_str()) {
+                    if crate::sets::IDENTITY.contains(&name.as_str()) {
                         counters.bump(PinReason::Role);
                     }
                 }

@@ -5,7 +5,6 @@
 pub mod effects;
 pub mod ledger;
 pub mod plan;
-pub mod sets;
 pub mod timeouts;
 
 pub use ledger::{Ledger, PinReason};

@@ -84,7 +84,11 @@ pub fn plan<C: PoolConn>(
         lifetime: pool_cfg.server_lifetime.unwrap_or_default(),
         statement_cache: pool_cfg.statement_cache_size,
         shared: pool_cfg.shared_connections,
-        timeouts: crate::session::timeouts::Timeouts::from_pool(&pool_cfg),
+        session_timeouts: [
+            pool_cfg.idle_transaction_timeout,
+            pool_cfg.query_timeout,
+            pool_cfg.client_idle_timeout,
+        ],
         schema_epoch: shared.schema_epoch.clone(),
         reset_query: pool_cfg
             .reset_query

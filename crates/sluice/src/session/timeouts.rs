@@ -37,11 +37,13 @@ pub struct Timeouts {
 }
 
 impl Timeouts {
-    pub fn from_pool(p: &sluice_config::Pool) -> Timeouts {
+    /// The timeouts of a pool's policy (`Settings::session_timeouts`).
+    pub fn of<C: crate::pool::PoolConn>(pool: &crate::pool::Pool<C>) -> Timeouts {
+        let [idle_transaction, query, client_idle] = pool.settings.session_timeouts;
         Timeouts {
-            idle_transaction: p.idle_transaction_timeout,
-            query: p.query_timeout,
-            client_idle: p.client_idle_timeout,
+            idle_transaction,
+            query,
+            client_idle,
         }
     }
 

@@ -33,7 +33,7 @@ pub struct ServerConn {
     pub database: String,
     /// Session settings made on this connection (by clients or replayed), by name: the
     /// statement text, as in the session ledger.
-    pub applied: crate::session::sets::Sets,
+    pub applied: crate::sets::Sets,
     /// Statements Sluice prepared here for transaction-mode clients.
     pub stmts: crate::stmt_cache::StmtCache,
     pub stamps: crate::pool::Stamps,

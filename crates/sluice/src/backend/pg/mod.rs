@@ -184,7 +184,7 @@ pub struct ServerConn {
     /// Pool-wide prepared statements that exist on this connection.
     pub prepared: StatementCache,
     /// SET statements replayed on (or run by a client on) this connection, by parameter.
-    pub applied_sets: crate::session::sets::Sets,
+    pub applied_sets: crate::sets::Sets,
     pub stamps: crate::pool::Stamps,
     /// Last ReadyForQuery status.
     pub status: u8,

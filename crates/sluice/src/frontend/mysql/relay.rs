@@ -128,7 +128,7 @@ pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
     // backend/mysql track_state); the clock keeps the idle timeouts.
     let timeouts = crate::session::timeouts::Timeouts {
         query: None,
-        ..session.pool.settings.timeouts
+        ..crate::session::timeouts::Timeouts::of(&session.pool)
     };
     let clock = crate::session::timeouts::Clock::new(timeouts);
     let mut r = Relay {

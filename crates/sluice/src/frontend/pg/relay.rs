@@ -142,7 +142,7 @@ pub(super) struct Relay {
 }
 
 pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
-    let clock = Clock::new(session.pool.settings.timeouts);
+    let clock = Clock::new(crate::session::timeouts::Timeouts::of(&session.pool));
     let mut r = Relay {
         io: Pump::new(&shared, client.stream, client.buf),
         shared,

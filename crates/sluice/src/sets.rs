@@ -6,7 +6,7 @@
 /// Parameters whose setting changes who the session runs as: a client that set them
 /// keeps its server connection (they are checked against privileges when set, and a
 /// statement run as the wrong user after a failed replay would be a security hole).
-pub(super) const IDENTITY: [&str; 2] = ["role", "session_authorization"];
+pub(crate) const IDENTITY: [&str; 2] = ["role", "session_authorization"];
 
 /// SETs by parameter, in the order each was last set.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
