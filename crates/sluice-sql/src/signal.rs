@@ -31,24 +31,37 @@ pub fn mentioned(sql: &[u8]) -> bool {
         .any(|(f, _)| crate::session_id::contains_ignore_case(sql, f.as_bytes()))
 }
 
-/// The calls with a literal pid in `sql` (none, the common case, found without
-/// tokenizing).
-pub fn calls(sql: &[u8]) -> Vec<Call> {
+type Spanned<'a> = (Token<'a>, Range<usize>);
+
+/// The tokens of `sql` and, for each call of either function, (terminate, the index
+/// of its name, the token after its opening parenthesis); nothing when neither is
+/// mentioned (the common case, found without tokenizing).
+fn call_sites(sql: &[u8]) -> (Vec<Spanned<'_>>, Vec<(bool, usize)>) {
     if !mentioned(sql) {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
     let toks: Vec<_> = {
         let mut t = Tokens::new_in(sql, Dialect::Postgres);
         std::iter::from_fn(|| t.next_spanned()).collect()
     };
+    let sites = toks
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (t, _))| {
+            let &(_, terminate) = FUNCTIONS.iter().find(|(f, _)| t.is(f))?;
+            matches!(toks.get(i + 1), Some((Token::Punct(b'('), _))).then_some((terminate, i))
+        })
+        .collect();
+    (toks, sites)
+}
+
+/// The calls with a literal pid in `sql`.
+pub fn calls(sql: &[u8]) -> Vec<Call> {
+    let (toks, sites) = call_sites(sql);
     let mut out = Vec::new();
-    for (i, (t, span)) in toks.iter().enumerate() {
-        let Some(&(_, terminate)) = FUNCTIONS.iter().find(|(f, _)| t.is(f)) else {
-            continue;
-        };
-        let (Some((Token::Punct(b'('), _)), Some((Token::Number(n), pid_at))) =
-            (toks.get(i + 1), toks.get(i + 2))
-        else {
+    for (terminate, i) in sites {
+        let span = &toks[i].1;
+        let Some((Token::Number(n), pid_at)) = toks.get(i + 2) else {
             continue;
         };
         let Some(pid) = std::str::from_utf8(n).ok().and_then(|n| n.parse().ok()) else {
@@ -82,21 +95,10 @@ pub fn calls(sql: &[u8]) -> Vec<Call> {
 /// The calls whose pid is a parameter (`pg_terminate_backend($1)`): (terminate, the
 /// parameter's number, from 1), for the Bind that gives the value.
 pub fn param_calls(sql: &[u8]) -> Vec<(bool, usize)> {
-    if !mentioned(sql) {
-        return Vec::new();
-    }
-    let toks: Vec<_> = {
-        let mut t = Tokens::new_in(sql, Dialect::Postgres);
-        std::iter::from_fn(|| t.next_spanned()).collect()
-    };
+    let (toks, sites) = call_sites(sql);
     let mut out = Vec::new();
-    for (i, (t, _)) in toks.iter().enumerate() {
-        let Some(&(_, terminate)) = FUNCTIONS.iter().find(|(f, _)| t.is(f)) else {
-            continue;
-        };
-        let (Some((Token::Punct(b'('), _)), Some((Token::Punct(b'$'), at))) =
-            (toks.get(i + 1), toks.get(i + 2))
-        else {
+    for (terminate, i) in sites {
+        let Some((Token::Punct(b'$'), at)) = toks.get(i + 2) else {
             continue;
         };
         let n = std::str::from_utf8(&sql[at.start + 1..at.end])

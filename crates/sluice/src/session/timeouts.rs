@@ -19,6 +19,18 @@ pub enum Phase {
     Busy,
 }
 
+impl Phase {
+    /// `busy`: a request is in flight; `in_transaction`: the client holds a server
+    /// connection inside a transaction.
+    pub fn of(busy: bool, in_transaction: bool) -> Phase {
+        match (busy, in_transaction) {
+            (true, _) => Phase::Busy,
+            (false, true) => Phase::IdleInTransaction,
+            (false, false) => Phase::Idle,
+        }
+    }
+}
+
 /// A deadline that passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expired {

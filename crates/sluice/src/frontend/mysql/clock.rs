@@ -12,13 +12,10 @@ impl Relay {
         if self.clock.is_none() {
             return;
         }
-        let phase = if !self.at_rest() || self.muxed.is_some() {
-            Phase::Busy
-        } else if self.in_transaction() && self.s.lease.is_some() {
-            Phase::IdleInTransaction
-        } else {
-            Phase::Idle
-        };
+        let phase = Phase::of(
+            !self.at_rest() || self.muxed.is_some(),
+            self.in_transaction() && self.s.lease.is_some(),
+        );
         if let Some(c) = self.clock.as_mut() {
             let deadline = c.observe(phase, activity);
             self.io.set_deadline(deadline);

@@ -297,13 +297,10 @@ impl Relay {
     /// Tells the session's clock what the client is doing; the pump wakes the relay at
     /// the next deadline.
     fn watch_the_clock(&mut self, activity: bool) {
-        let phase = if !self.at_rest || self.muxed.is_some() {
-            Phase::Busy
-        } else if self.status != b'I' && self.s.lease.is_some() {
-            Phase::IdleInTransaction
-        } else {
-            Phase::Idle
-        };
+        let phase = Phase::of(
+            !self.at_rest || self.muxed.is_some(),
+            self.status != b'I' && self.s.lease.is_some(),
+        );
         if let Some(c) = self.clock.as_mut() {
             let deadline = c.observe(phase, activity);
             self.io.set_deadline(deadline);
