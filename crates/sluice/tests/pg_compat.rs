@@ -92,14 +92,7 @@ async fn error_inside_a_pipelined_batch() {
 async fn a_terminated_backend_gives_one_fatal() {
     let pg = pg();
     let h = sluice(&config_text(&pg, 2, "5s", "")).await;
-    let admin = connect(
-        addr(&h, "session"),
-        pg.superuser(),
-        pg.password(),
-        "postgres",
-    )
-    .await
-    .unwrap();
+    let admin = superuser(addr(&h, "session"), &pg, "postgres").await;
     for (listener, begin) in [("session", false), ("tx", true)] {
         let mut r = Raw::login(addr(&h, listener), APP_USER, APP_PW, "app").await;
         if begin {

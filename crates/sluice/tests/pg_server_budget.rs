@@ -33,14 +33,7 @@ async fn many_users_and_databases_share_the_servers_connections() {
     }
     let h = sluice(&config_text(&pg, 4, "5s", "")).await;
     let a = addr(&h, "tx");
-    let admin = connect(
-        addr(&h, "session"),
-        pg.superuser(),
-        pg.password(),
-        "postgres",
-    )
-    .await
-    .unwrap();
+    let admin = superuser(addr(&h, "session"), &pg, "postgres").await;
     for i in 0..200 {
         let (user, pw, db) = if i < 190 {
             (format!("u{i}"), format!("pw{i}"), "app".to_owned())

@@ -148,6 +148,13 @@ pub async fn listening_client(
     (client, rx)
 }
 
+/// The server's superuser, logged in to database `db` through `a`.
+pub async fn superuser(a: SocketAddr, pg: &PgServer, db: &str) -> tokio_postgres::Client {
+    connect(a, pg.superuser(), pg.password(), db)
+        .await
+        .expect("connect as the superuser")
+}
+
 pub async fn app(a: SocketAddr) -> tokio_postgres::Client {
     connect(a, APP_USER, APP_PW, "app")
         .await
