@@ -112,3 +112,34 @@ async fn server_side_idle_disconnect_looks_like_the_server() {
     let n: Option<i64> = c.query_first("SELECT 4").await.unwrap();
     assert_eq!(n, Some(4));
 }
+
+/// COM_CHANGE_USER through a pass-through transaction-mode listener: the client's answer
+/// was made for the scramble of the connection it logged in on, not the one it holds
+/// now; Sluice makes the server ask it again for the right one, and the change works as
+/// directly. (MariaDB Connector/Python's own test_change_user is what fails without it:
+/// the driver suites check that; this client gets asked again by MariaDB anyway.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn change_user_in_transaction_mode() {
+    let db = mariadb();
+    db.create_user("other", "other-pw", "mysql_native_password")
+        .unwrap();
+    let h = sluice(&config_text(&db, 4, "5s", "")).await;
+    let a = addr(&h, "tx");
+    let mut c = RawMy::login(a, APP_USER, APP_PW).await;
+    let mut hog = connect(a).await;
+    // Inside a transaction, so that it keeps a connection for the change.
+    assert_eq!(c.query_value("BEGIN").await, None);
+    hog.query_drop("BEGIN").await.unwrap();
+    let answer = c.change_user("other", "other-pw", "").await;
+    assert_eq!(
+        answer.first(),
+        Some(&0),
+        "OK: {}",
+        String::from_utf8_lossy(&answer)
+    );
+    assert_eq!(
+        c.query_value("SELECT CURRENT_USER()").await.as_deref(),
+        Some("other@%")
+    );
+    hog.query_drop("COMMIT").await.unwrap();
+}

@@ -155,6 +155,52 @@ impl Relay {
 
     /// A pass-through COM_CHANGE_USER goes to the server connection: whatever the
     /// answer, the connection may be logged in as another user from now on.
+    /// A pass-through COM_CHANGE_USER in transaction mode: the client made its answer
+    /// for the scramble of the connection it logged in on, which is not the one it holds
+    /// now, so the server would refuse it (1045). The command goes without an answer and
+    /// naming a plugin no account uses: the server then asks the client (through Sluice)
+    /// to authenticate again with this connection's own scramble. Returns the
+    /// command's new length.
+    pub(super) fn change_user_anew(&mut self, len: usize) -> usize {
+        if self.s.mode != PoolMode::Transaction
+            || self.s.ctx.cfg.auth != AuthMethod::Passthrough
+            || len >= packet::MAX_PAYLOAD
+            || self.io.cbuf.get(4) != Some(&consts::COM_CHANGE_USER)
+        {
+            return len;
+        }
+        let Some(mut cu) = self
+            .io
+            .cbuf
+            .get(5..4 + len)
+            .and_then(|b| ChangeUser::parse(b, self.s.caps))
+        else {
+            return len;
+        };
+        if self.s.caps & consts::CLIENT_PLUGIN_AUTH == 0 || cu.charset.is_none() {
+            // No way to name another plugin: the server checks the answer as it is.
+            return len;
+        }
+        // What follows the plugin name (connection attributes) goes along as it is.
+        let body = self.io.cbuf.get(5..4 + len).unwrap_or_default();
+        let mut head = Vec::new();
+        cu.encode(self.s.caps, &mut head);
+        let Some(attrs) = body.strip_prefix(&head[..]).map(<[u8]>::to_vec) else {
+            return len;
+        };
+        cu.auth_response.clear();
+        cu.auth_plugin = Some(b"sluice_reauthenticate".to_vec());
+        let mut p = vec![consts::COM_CHANGE_USER];
+        cu.encode(self.s.caps, &mut p);
+        p.extend_from_slice(&attrs);
+        let rest = self.io.cbuf.split_off(4 + len);
+        self.io.cbuf.clear();
+        let mut seq = 0;
+        packet::write_packet(&mut self.io.cbuf, &mut seq, &p);
+        self.io.cbuf.unsplit(rest);
+        p.len()
+    }
+
     pub(super) fn relay_change_user(&mut self) {
         if let Some(l) = self.s.lease.as_mut() {
             l.conn.foreign = true;

@@ -307,6 +307,7 @@ impl Relay {
                 self.c_logical = 0;
                 if self.incoming == Incoming::Command {
                     len = self.own_session_id(len);
+                    len = self.change_user_anew(len);
                     match self.command(len, seq).await? {
                         Cmd::Forward => {}
                         Cmd::Consumed => {
