@@ -13,6 +13,7 @@ mod default;
 mod errors;
 mod handlersocket;
 mod reader;
+mod routes;
 mod schema;
 mod secret;
 mod sections;
@@ -27,6 +28,7 @@ use std::path::{Path, PathBuf};
 
 pub use default::{BUILTIN_DEFAULT_NAME, BUILTIN_DEFAULT_TOML, builtin_default};
 pub use errors::{ConfigError, ConfigErrors};
+pub use routes::*;
 pub use schema::*;
 pub use secret::{ScramVerifier, Secret};
 

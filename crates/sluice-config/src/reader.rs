@@ -187,6 +187,15 @@ impl<'c, 'o, 't> ObjectReader<'c, 'o, 't> {
         }
     }
 
+    /// A boolean value.
+    pub(crate) fn boolean(&mut self, key: &str) -> Option<bool> {
+        let (value, _) = self.value(key)?;
+        match value.as_bool() {
+            Some(b) => Some(b),
+            None => self.type_error(key, "true or false", value),
+        }
+    }
+
     /// A non-empty string value.
     pub(crate) fn nonempty_string(&mut self, key: &str) -> Option<String> {
         let s = self.string(key)?;

@@ -269,6 +269,8 @@ pub struct Cluster {
     pub name: String,
     /// Names of `[servers.X]`, in the order given.
     pub servers: Vec<String>,
+    /// How the servers are watched: health, roles, lag.
+    pub health: crate::routes::Health,
 }
 
 /// `[users.NAME]`: a user checked by listeners whose `auth` is not `passthrough`.
@@ -377,6 +379,8 @@ pub struct Listener {
     pub cluster: String,
     /// A `[pools.X]`.
     pub pool: String,
+    /// Which of the cluster's servers clients go to.
+    pub route: crate::routes::Route,
     pub auth: AuthMethod,
     pub tls: ClientTls,
     pub tls_cert_file: Option<PathBuf>,

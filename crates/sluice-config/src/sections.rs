@@ -45,7 +45,15 @@ pub(crate) const SERVER_KEYS: &[&str] = &[
     "max_server_connections",
     "compression",
 ];
-pub(crate) const CLUSTER_KEYS: &[&str] = &["servers"];
+pub(crate) const CLUSTER_KEYS: &[&str] = &[
+    "servers",
+    "health_interval",
+    "health_timeout",
+    "health_failures",
+    "max_replica_lag",
+    "health_user",
+    "health_password",
+];
 pub(crate) const USER_KEYS: &[&str] = &[
     "password",
     "databases",
@@ -78,6 +86,10 @@ pub(crate) const LISTENER_KEYS: &[&str] = &[
     "tls",
     "tls_cert_file",
     "tls_key_file",
+    "route",
+    "strategy",
+    "read_your_writes",
+    "read_your_writes_timeout",
 ];
 
 /// Upper bound for connection counts and cache sizes.
@@ -306,10 +318,12 @@ fn read_cluster(
         r.facts().cluster_members.insert(name.to_string(), members);
     }
     let servers: Option<Vec<String>> = items.and_then(|items| items.into_iter().collect());
+    let health = crate::routes::read_health(&mut r);
     r.finish(|| {
         Some(Cluster {
             name: name.to_string(),
             servers: servers?,
+            health,
         })
     })
 }
@@ -460,6 +474,7 @@ fn read_listener(
         .unwrap_or(ClientTls::Disable);
     let tls_cert_file = r.path("tls_cert_file");
     let tls_key_file = r.path("tls_key_file");
+    let route = crate::routes::read_route(&mut r);
     let pool = match r.has("pool") {
         true => pool,
         false => Some(DEFAULT_POOL_NAME.to_string()),
@@ -496,6 +511,7 @@ fn read_listener(
             address: address?,
             cluster: cluster?,
             pool: pool?,
+            route,
             auth,
             tls,
             tls_cert_file,

@@ -4,6 +4,7 @@
 mod errors;
 mod files;
 mod references;
+mod routes;
 mod values;
 
 use crate::{Config, ConfigErrors, ValidateOptions, parse_with};
