@@ -56,6 +56,7 @@ mod mariadb;
 mod mariadb_setup;
 mod pg;
 mod pg_conf;
+mod pg_replica;
 mod pg_setup;
 mod process;
 mod reap;

@@ -88,14 +88,14 @@ impl Default for PgOptions {
 /// documentation.
 #[derive(Debug)]
 pub struct PgServer {
-    dir: TempDir,
-    data: PathBuf,
-    log: PathBuf,
-    port: u16,
-    opts: PgOptions,
-    ca: Option<PathBuf>,
-    pid: Option<u32>,
-    launcher: Option<Child>,
+    pub(crate) dir: TempDir,
+    pub(crate) data: PathBuf,
+    pub(crate) log: PathBuf,
+    pub(crate) port: u16,
+    pub(crate) opts: PgOptions,
+    pub(crate) ca: Option<PathBuf>,
+    pub(crate) pid: Option<u32>,
+    pub(crate) launcher: Option<Child>,
 }
 
 impl PgServer {
@@ -169,7 +169,7 @@ impl PgServer {
     /// and it is reaped) and waits until `postmaster.pid` reports it ready.
     /// Polling ourselves rather than `pg_ctl -w` (which sleeps 100 ms between
     /// checks) makes starts noticeably faster.
-    fn launch(&mut self) -> Result<()> {
+    pub(crate) fn launch(&mut self) -> Result<()> {
         self.reap_launcher();
         let log = fs::OpenOptions::new()
             .create(true)
@@ -300,7 +300,7 @@ impl PgServer {
     }
 
     /// Like [`psql`](Self::psql) but over the Unix socket (trusted, no password).
-    fn psql_socket(&self, sql: &str) -> Result<String> {
+    pub(crate) fn psql_socket(&self, sql: &str) -> Result<String> {
         let mut cmd = Command::new(bins()?.bin("psql"));
         cmd.arg("-h")
             .arg(self.dir.path())

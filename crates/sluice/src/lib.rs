@@ -3,7 +3,8 @@
 //! The flow, top to bottom: [`listener`] accepts clients and picks the protocol;
 //! [`frontend`] speaks the client side of it (startup, TLS, auth, requests); [`session`]
 //! keeps the per-client state ledger and decides how long a server connection is held;
-//! [`router`] picks the server (a pure function); [`pool`] leases server connections;
+//! [`router`] picks the server (a pure function of the listener's route and the
+//! [`topology`], which the health checker keeps); [`pool`] leases server connections;
 //! [`backend`] speaks the server side. Answers go straight back to the client, or, for
 //! statements pipelined on a shared connection, through [`mux`]. HandlerSocket listeners
 //! (`frontend::hs`) hand their requests to [`kv`], which runs them as grouped SQL.
@@ -26,3 +27,4 @@ pub mod shared;
 pub mod stmt_cache;
 pub mod stream;
 pub mod tls;
+pub mod topology;

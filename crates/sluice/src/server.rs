@@ -41,6 +41,7 @@ pub async fn start(config: Config) -> Result<Handle> {
     }
     let (tx, rx) = watch::channel(false);
     let shared = Shared::new(config.clone(), connectors, rx);
+    crate::topology::health::start(&shared);
     let clients = TaskTracker::new();
     let accept = TaskTracker::new();
     let mut addrs = HashMap::new();
@@ -117,9 +118,11 @@ fn kv_for(
     l: &sluice_config::HsListener,
 ) -> Result<Arc<crate::kv::Kv>> {
     use crate::backend::{Credentials, Target, mysql};
-    let server = crate::router::route_cluster(&l.cluster, config)
-        .with_context(|| format!("handlersocket \"{}\": cluster has no server", l.name))?
-        .server;
+    let server = config
+        .clusters
+        .get(&l.cluster)
+        .and_then(|c| c.servers.iter().find_map(|s| config.servers.get(s)))
+        .with_context(|| format!("handlersocket \"{}\": cluster has no server", l.name))?;
     let mut target = Target::for_server(
         server,
         shared.connectors.get(&server.name).cloned(),

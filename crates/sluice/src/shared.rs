@@ -39,6 +39,10 @@ pub struct Shared {
     /// Schema changes (DDL) clients made through Sluice: prepared statements are named
     /// afresh after each (see `Pool::current_statement`).
     pub schema_epoch: Arc<std::sync::atomic::AtomicU64>,
+    /// What the health checker knows of each cluster's servers (see topology/).
+    pub topology: crate::topology::Topologies,
+    /// Each listener's round-robin counter (see `router::pick`).
+    pub tickets: crate::router::Tickets,
     /// Each server's connection budget, by server name (see pool/budget.rs).
     pub budgets: HashMap<String, Arc<crate::pool::budget::ServerBudget>>,
     pub shutdown: watch::Receiver<bool>,
@@ -65,6 +69,8 @@ impl Shared {
             .collect();
         Arc::new(Shared {
             budgets,
+            topology: crate::topology::Topologies::new(&config),
+            tickets: Default::default(),
             schema_epoch: Default::default(),
             config: ArcSwap::from_pointee(config),
             pools: Pools::default(),

@@ -17,7 +17,7 @@ pub mod table;
 
 use crate::error::Error;
 use request::Req;
-use rows::Row;
+pub use rows::Row;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

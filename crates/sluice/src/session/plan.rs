@@ -1,14 +1,17 @@
-//! Where a new client's session goes, for either protocol: the listener's route, the
-//! server to reach and how, and the pool its connections come from (one per server,
+//! Where a new client's session goes, for either protocol: the server the router picks
+//! for the listener's route (waiting for the topology when none can take it), how to
+//! reach it, and the pool its connections come from (one per server,
 //! database, server user and shaping parameters, under the listener's pool policy).
 
 use crate::backend::Target;
 use crate::error::Error;
 use crate::frontend::ListenerCtx;
 use crate::pool::{Pool, PoolConn, PoolKey, Pools, Settings};
+use crate::router::NoRoute;
 use crate::shared::Shared;
 use sluice_config::{AuthMethod, Config, PoolMode, User};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The outcome of planning a login.
 pub struct Plan<C: PoolConn> {
@@ -27,17 +30,37 @@ impl<C: PoolConn> Plan<C> {
     }
 }
 
-/// The server a listener's clients go to now, and how to reach it.
-pub fn target(shared: &Shared, ctx: &ListenerCtx) -> Result<(Arc<Config>, Target), Error> {
+/// The server a listener's client goes to now, as the router picks it from the
+/// topology, and how to reach it. When no server can take the route (no primary yet,
+/// during a failover, every replica lagging) it waits for the topology to change, up to
+/// the pool's `wait_timeout`, then answers an error.
+pub async fn target(shared: &Shared, ctx: &ListenerCtx) -> Result<(Arc<Config>, Target), Error> {
     let config = shared.config.load_full();
     let pool_cfg = config.pool_for(&ctx.cfg);
-    let route = crate::router::route(&ctx.cfg, &config).ok_or_else(|| {
-        Error::server_gone(format!(
-            "listener \"{}\" has no server to route to",
-            ctx.cfg.name
-        ))
-    })?;
-    let server = route.server;
+    let cluster = &ctx.cfg.cluster;
+    let started = Instant::now();
+    let ticket = shared.tickets.next(&ctx.cfg.name);
+    let in_use = |name: &str| in_use(shared, &config, name);
+    let server = loop {
+        let topology = shared.topology.load();
+        match crate::router::pick(&ctx.cfg.route, &topology, cluster, ticket, &in_use) {
+            Ok(s) => match config.servers.get(&*s.name) {
+                Some(server) => break server,
+                None => return Err(no_route(NoRoute::UnknownCluster, cluster, None)),
+            },
+            Err(NoRoute::UnknownCluster) => {
+                return Err(no_route(NoRoute::UnknownCluster, cluster, None));
+            }
+            Err(why) => {
+                let waited = started.elapsed();
+                if waited >= pool_cfg.wait_timeout {
+                    return Err(no_route(why, cluster, Some(waited)));
+                }
+                let left = pool_cfg.wait_timeout - waited;
+                shared.topology.changed(left.min(RECHECK)).await;
+            }
+        }
+    };
     let mut target = Target::for_server(
         server,
         shared.connectors.get(&server.name).cloned(),
@@ -50,19 +73,57 @@ pub fn target(shared: &Shared, ctx: &ListenerCtx) -> Result<(Arc<Config>, Target
     Ok((config, target))
 }
 
-/// Plans the session of `user` on `database`. `extra`: startup parameters that shape a
-/// server connection for good (they separate pools); `default_reset`: the protocol's
-/// reset command when the pool configures none.
+/// How often a client waiting for a route looks at the topology again, in case it
+/// missed a change.
+const RECHECK: Duration = Duration::from_millis(100);
+
+fn no_route(why: NoRoute, cluster: &str, waited: Option<Duration>) -> Error {
+    let mut msg = why.describe(cluster);
+    if let Some(w) = waited {
+        msg.push_str(&format!(" (waited {} ms)", w.as_millis()));
+    }
+    Error::server_gone(msg).with_sqlstate("08001")
+}
+
+/// Server connections in use on the server named `name`, over all its pools.
+fn in_use(shared: &Shared, config: &Config, name: &str) -> usize {
+    let Some(addr) = config
+        .servers
+        .get(name)
+        .map(|s| format!("{}:{}", s.host, s.port))
+    else {
+        return 0;
+    };
+    let count = |(total, idle): (usize, usize)| total.saturating_sub(idle);
+    let pg: usize = shared
+        .pools
+        .all()
+        .iter()
+        .filter(|p| p.key.server == addr)
+        .map(|p| count(p.counts()))
+        .sum();
+    let my: usize = shared
+        .my_pools
+        .all()
+        .iter()
+        .filter(|p| p.key.server == addr)
+        .map(|p| count(p.counts()))
+        .sum();
+    pg + my
+}
+
+/// Plans the session of `user` on `database` on the server `target` picked. `extra`:
+/// startup parameters that shape a server connection for good (they separate pools);
+/// `default_reset`: the protocol's reset command when the pool configures none.
 pub fn plan<C: PoolConn>(
     shared: &Shared,
     ctx: &ListenerCtx,
+    (config, target): (Arc<Config>, Target),
     pools: &Pools<C>,
-    user: &str,
-    database: &str,
+    (user, database): (&str, &str),
     extra: Vec<(String, String)>,
     default_reset: &str,
 ) -> Result<Plan<C>, Error> {
-    let (config, target) = target(shared, ctx)?;
     let pool_cfg = config.pool_for(&ctx.cfg).clone();
     let user_cfg = config.users.get(user);
     let server_user = match (ctx.cfg.auth, user_cfg) {

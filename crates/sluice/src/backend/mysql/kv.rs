@@ -271,8 +271,32 @@ impl ServerConn {
         std::str::from_utf8(v).ok()?.parse().ok()
     }
 
+    /// The rows of a one-statement query (a health check's): empty if it failed.
+    pub async fn status_rows(&mut self, sql: &[u8]) -> Result<Vec<crate::kv::Row>> {
+        Ok(self.named_rows(sql).await?.1)
+    }
+
+    /// The column names and rows of a one-statement query: empty if it failed.
+    pub async fn named_rows(&mut self, sql: &[u8]) -> Result<(Vec<String>, Vec<crate::kv::Row>)> {
+        let mut names = Vec::new();
+        let outcomes = self.query_named(sql, Some(&mut names)).await?;
+        match outcomes.into_iter().next() {
+            Some(Outcome::Rows(rows)) => Ok((names, rows)),
+            _ => Ok((names, Vec::new())),
+        }
+    }
+
     /// Runs statements separated by `;` as one COM_QUERY: one outcome per statement run.
     pub(super) async fn query(&mut self, sql: &[u8]) -> Result<Vec<Outcome>> {
+        self.query_named(sql, None).await
+    }
+
+    /// [`Self::query`], keeping the column names of the first result set in `names`.
+    async fn query_named(
+        &mut self,
+        sql: &[u8],
+        mut names: Option<&mut Vec<String>>,
+    ) -> Result<Vec<Outcome>> {
         let mut payload = Vec::with_capacity(sql.len() + 1);
         payload.push(consts::COM_QUERY);
         payload.extend_from_slice(sql);
@@ -303,7 +327,7 @@ impl ServerConn {
                 };
                 (o, ok.status)
             } else {
-                self.result_set(&p, &mut budget).await?
+                self.result_set(&p, &mut budget, names.take()).await?
             };
             self.status = status;
             outcomes.push(outcome);
@@ -323,10 +347,24 @@ impl ServerConn {
 
     /// Reads a text result set whose column-count packet is `head`: its rows and the
     /// status of its end.
-    async fn result_set(&mut self, head: &[u8], budget: &mut RowBudget) -> Result<(Outcome, u16)> {
+    async fn result_set(
+        &mut self,
+        head: &[u8],
+        budget: &mut RowBudget,
+        mut names: Option<&mut Vec<String>>,
+    ) -> Result<(Outcome, u16)> {
         let columns = Reader::new(head).lenenc().ok_or_else(malformed)? as usize;
         for _ in 0..columns {
-            self.next().await?;
+            let def = self.next().await?;
+            if let Some(names) = names.as_deref_mut() {
+                // catalog, schema, table, org_table, then the name.
+                let mut r = Reader::new(&def);
+                let name = (0..4)
+                    .try_for_each(|_| r.lenenc_str().map(|_| ()))
+                    .and_then(|_| r.lenenc_str())
+                    .unwrap_or_default();
+                names.push(String::from_utf8_lossy(name).into_owned());
+            }
         }
         if self.caps & consts::CLIENT_DEPRECATE_EOF == 0 {
             self.next().await?;

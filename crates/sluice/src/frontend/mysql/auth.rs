@@ -25,7 +25,7 @@ pub(super) async fn login(
     shared: &Arc<Shared>,
     ctx: &Arc<ListenerCtx>,
     mut c: Client,
-    config: &Config,
+    config: Arc<Config>,
     target: Target,
 ) -> Option<(Session, Client)> {
     let max = config.general.max_message_size;
@@ -84,6 +84,7 @@ pub(super) async fn login(
             .await;
         return None;
     }
+    let routed = (config.clone(), target.clone());
     let opener = opener(
         user_cfg,
         &user,
@@ -100,6 +101,7 @@ pub(super) async fn login(
         id,
         welcome: (*hs).clone(),
         lease: FirstConn::Pool(opener),
+        routed,
     };
     let (mut c, mut session) = finish(shared, ctx, c, arrival).await?;
     // A first server connection proves the server accepts this user and database; in

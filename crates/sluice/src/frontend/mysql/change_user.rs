@@ -46,7 +46,7 @@ impl Relay {
         self.io.flush_client_now().await;
         let shared = self.shared.clone();
         let ctx = self.s.ctx.clone();
-        let (config, target) = match crate::session::plan::target(&shared, &ctx) {
+        let (config, target) = match crate::session::plan::target(&shared, &ctx).await {
             Ok(t) => t,
             Err(e) => {
                 super::queue_error(&mut self.io.to_client, 1, &e);
@@ -91,7 +91,15 @@ impl Relay {
             .charset
             .and_then(|c| u8::try_from(c).ok())
             .unwrap_or(consts::UTF8MB4_GENERAL_CI);
-        let plan = match super::login::plan(&shared, &ctx, &user, &database, self.s.caps, charset) {
+        let plan = match super::login::plan(
+            &shared,
+            &ctx,
+            (config.clone(), target.clone()),
+            &user,
+            &database,
+            self.s.caps,
+            charset,
+        ) {
             Ok(p) => p,
             Err(e) => {
                 super::queue_error(&mut self.io.to_client, seq, &e);

@@ -64,7 +64,7 @@ pub async fn login(
     ctx: &Arc<ListenerCtx>,
     mut c: Client,
 ) -> Option<(Session, Client)> {
-    let (config, target) = match crate::session::plan::target(shared, ctx) {
+    let (config, target) = match crate::session::plan::target(shared, ctx).await {
         Ok(t) => t,
         Err(e) => {
             c.fatal(0, &e).await;
@@ -72,7 +72,7 @@ pub async fn login(
         }
     };
     if ctx.cfg.auth != AuthMethod::Passthrough {
-        return super::auth::login(shared, ctx, c, &config, target).await;
+        return super::auth::login(shared, ctx, c, config, target).await;
     }
     let max = config.general.max_message_size;
     let (c, conn, user, database, client_caps, charset, hs, id) =
@@ -89,6 +89,7 @@ pub async fn login(
             id,
             welcome: hs,
             lease: FirstConn::Adopt(Box::new(conn)),
+            routed: (config.clone(), target.clone()),
         },
     )
     .await?;
@@ -112,6 +113,8 @@ pub(super) struct Arrival {
     pub id: u32,
     pub welcome: HandshakeV10,
     pub lease: FirstConn,
+    /// The server the router picked for this login, and the configuration it read.
+    pub routed: (Arc<sluice_config::Config>, crate::backend::Target),
 }
 
 /// The pool plan for a client's user and database: clients whose capabilities or
@@ -119,6 +122,7 @@ pub(super) struct Arrival {
 pub(super) fn plan(
     shared: &Shared,
     ctx: &ListenerCtx,
+    routed: (Arc<sluice_config::Config>, crate::backend::Target),
     user: &str,
     database: &str,
     caps: u64,
@@ -131,9 +135,9 @@ pub(super) fn plan(
     crate::session::plan::plan(
         shared,
         ctx,
+        routed,
         &shared.my_pools,
-        user,
-        database,
+        (user, database),
         extra,
         "COM_RESET_CONNECTION",
     )
@@ -146,7 +150,15 @@ pub(super) async fn finish(
     mut c: Client,
     a: Arrival,
 ) -> Option<(Client, Session)> {
-    let plan = match plan(shared, ctx, &a.user, &a.database, a.client_caps, a.charset) {
+    let plan = match plan(
+        shared,
+        ctx,
+        a.routed,
+        &a.user,
+        &a.database,
+        a.client_caps,
+        a.charset,
+    ) {
         Ok(p) => p,
         Err(e) => {
             c.fatal(2, &e).await;

@@ -143,12 +143,19 @@ pub async fn login(
         return None;
     }
 
+    let routed = match crate::session::plan::target(shared, ctx).await {
+        Ok(t) => t,
+        Err(e) => {
+            c.fatal(&e).await;
+            return None;
+        }
+    };
     let plan = match crate::session::plan::plan(
         shared,
         ctx,
+        routed,
         &shared.pools,
-        &user,
-        &database,
+        (&user, &database),
         replay::shaping_params(&params),
         "DISCARD ALL",
     ) {

@@ -1,0 +1,142 @@
+//! The router: a pure function from a listener's route and the topology to the server a
+//! client's next server connection comes from. No sockets, no awaits; asked every time
+//! a session needs a server (session mode: at login; transaction mode: for each
+//! transaction). Read-write failover and read-only balancing live here; the health
+//! checker (topology/health.rs) keeps the facts it reads.
+
+use crate::topology::{ClusterView, Role, ServerView, Topology};
+use sluice_config::{Route, RouteKind, Strategy};
+use std::collections::HashMap;
+
+/// Why no server can take a route right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoRoute {
+    /// The listener's cluster is not in the topology.
+    UnknownCluster,
+    /// Roles are not known yet (no check has answered).
+    Unchecked,
+    /// No healthy primary (or, with `next-available`, only one that failed before).
+    NoPrimary,
+    /// More than one server claims to be the primary.
+    SplitBrain,
+    /// No healthy replica within the lag limit.
+    NoReplica,
+    /// Every server is down.
+    AllDown,
+}
+
+impl NoRoute {
+    pub fn describe(self, cluster: &str) -> String {
+        match self {
+            NoRoute::UnknownCluster => format!("cluster \"{cluster}\" has no servers"),
+            NoRoute::Unchecked => {
+                format!("the servers of cluster \"{cluster}\" have not answered a health check yet")
+            }
+            NoRoute::NoPrimary => format!("cluster \"{cluster}\" has no healthy primary"),
+            NoRoute::SplitBrain => format!(
+                "more than one server of cluster \"{cluster}\" claims to be the primary; no writes until one steps down"
+            ),
+            NoRoute::NoReplica => {
+                format!("cluster \"{cluster}\" has no healthy replica within max_replica_lag")
+            }
+            NoRoute::AllDown => format!("every server of cluster \"{cluster}\" is down"),
+        }
+    }
+}
+
+/// Each listener's round-robin counter.
+#[derive(Default)]
+pub struct Tickets(parking_lot::Mutex<HashMap<String, usize>>);
+
+impl Tickets {
+    /// The next ticket of `listener`.
+    pub fn next(&self, listener: &str) -> usize {
+        let mut m = self.0.lock();
+        let t = m.entry(listener.to_owned()).or_default();
+        *t = t.wrapping_add(1);
+        *t
+    }
+}
+
+/// The server of `cluster` that a new server connection for `route` should go to.
+/// `ticket` turns round-robin; `in_use` tells the connections in use per server
+/// (least-connections).
+pub fn pick<'t>(
+    route: &Route,
+    topology: &'t Topology,
+    cluster: &str,
+    ticket: usize,
+    in_use: &dyn Fn(&str) -> usize,
+) -> Result<&'t ServerView, NoRoute> {
+    let c = topology
+        .clusters
+        .get(cluster)
+        .ok_or(NoRoute::UnknownCluster)?;
+    if !c.servers.iter().any(|s| s.up) {
+        return Err(NoRoute::AllDown);
+    }
+    if c.discovers && c.servers.iter().all(|s| s.role == Role::Unknown) {
+        return Err(NoRoute::Unchecked);
+    }
+    match route.kind {
+        RouteKind::ReadWrite => writer(route.strategy, c),
+        RouteKind::ReadOnly | RouteKind::Split => reader(route.strategy, c, ticket, in_use),
+    }
+}
+
+fn writer(strategy: Strategy, c: &ClusterView) -> Result<&ServerView, NoRoute> {
+    let sticky = strategy == Strategy::NextAvailable;
+    if !c.discovers {
+        // Roles unknown: the first server that is up, in the configured order.
+        return c
+            .servers
+            .iter()
+            .find(|s| s.up && !(sticky && s.failed_once))
+            .ok_or(NoRoute::AllDown);
+    }
+    if c.split_brain() {
+        return Err(NoRoute::SplitBrain);
+    }
+    match c.primary() {
+        Some(p) if !(sticky && p.failed_once) => Ok(p),
+        _ => Err(NoRoute::NoPrimary),
+    }
+}
+
+fn reader<'t>(
+    strategy: Strategy,
+    c: &'t ClusterView,
+    ticket: usize,
+    in_use: &dyn Fn(&str) -> usize,
+) -> Result<&'t ServerView, NoRoute> {
+    let fresh = |s: &&ServerView| match (s.lag, c.max_replica_lag) {
+        (Some(lag), Some(max)) => lag <= max,
+        _ => true,
+    };
+    let eligible: Vec<&ServerView> = c
+        .servers
+        .iter()
+        .filter(|s| s.up)
+        .filter(|s| !c.discovers || s.role == Role::Replica)
+        .filter(fresh)
+        .collect();
+    if eligible.is_empty() {
+        return match strategy {
+            Strategy::RoundRobinWithFallback if !c.split_brain() => {
+                c.primary().ok_or(NoRoute::NoReplica)
+            }
+            _ => Err(NoRoute::NoReplica),
+        };
+    }
+    let n = eligible.len();
+    let chosen = match strategy {
+        Strategy::LeastConnections => (0..n)
+            .map(|i| eligible[(ticket + i) % n])
+            .min_by_key(|s| in_use(&s.name)),
+        _ => Some(eligible[ticket % n]),
+    };
+    chosen.ok_or(NoRoute::NoReplica)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,173 @@
+//! The topology: what Sluice knows of each cluster's servers right now (up or down,
+//! discovered role, lag, replay position). A snapshot behind an `ArcSwap`, written only
+//! by the health checker (`health.rs`) and read by the router on every lease; it sits
+//! beside the flow (listener -> frontend -> session -> router -> pool -> backend) and is
+//! consulted by the router, never the other way round.
+
+pub mod health;
+mod probe;
+
+use arc_swap::ArcSwap;
+use sluice_config::Config;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// A server's role, as its last good check found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Not learned (no check yet, or the cluster has no `health_user`).
+    Unknown,
+    Primary,
+    Replica,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Unknown => "unknown",
+            Role::Primary => "primary",
+            Role::Replica => "replica",
+        }
+    }
+}
+
+/// One server as the router sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerView {
+    pub name: Arc<str>,
+    pub up: bool,
+    pub role: Role,
+    /// A replica's delay behind its primary (None: unknown, or not a replica).
+    pub lag: Option<Duration>,
+    /// Replay (replica) or write (primary) position: PostgreSQL's LSN as a number.
+    pub position: Option<u64>,
+    /// The server has been down at least once since Sluice started (`next-available`
+    /// does not go back to it).
+    pub failed_once: bool,
+}
+
+/// One cluster: its servers in the order of `servers`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterView {
+    pub servers: Vec<ServerView>,
+    /// Roles are discovered (the cluster has a `health_user`); otherwise every server
+    /// that is up may take any route, in the order of `servers`.
+    pub discovers: bool,
+    pub max_replica_lag: Option<Duration>,
+}
+
+impl ClusterView {
+    /// The one healthy primary, unless two claim it (split brain: none).
+    pub fn primary(&self) -> Option<&ServerView> {
+        let mut it = self
+            .servers
+            .iter()
+            .filter(|s| s.up && s.role == Role::Primary);
+        let first = it.next()?;
+        it.next().is_none().then_some(first)
+    }
+
+    /// More than one healthy server claims to be the primary.
+    pub fn split_brain(&self) -> bool {
+        self.servers
+            .iter()
+            .filter(|s| s.up && s.role == Role::Primary)
+            .count()
+            > 1
+    }
+}
+
+/// The snapshot the router reads.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Topology {
+    /// Bumped on every change.
+    pub generation: u64,
+    pub clusters: HashMap<String, ClusterView>,
+}
+
+impl Topology {
+    /// The topology before any check: every server up, roles unknown.
+    pub fn initial(config: &Config) -> Topology {
+        let clusters = config
+            .clusters
+            .values()
+            .map(|c| {
+                let servers = c
+                    .servers
+                    .iter()
+                    .map(|s| ServerView {
+                        name: Arc::from(s.as_str()),
+                        up: true,
+                        role: Role::Unknown,
+                        lag: None,
+                        position: None,
+                        failed_once: false,
+                    })
+                    .collect();
+                let view = ClusterView {
+                    servers,
+                    discovers: c.health.user.is_some(),
+                    max_replica_lag: c.health.max_replica_lag,
+                };
+                (c.name.clone(), view)
+            })
+            .collect();
+        Topology {
+            generation: 0,
+            clusters,
+        }
+    }
+}
+
+/// The shared topology and the signal that it changed.
+pub struct Topologies {
+    current: ArcSwap<Topology>,
+    changed: Notify,
+    /// Wakes the checker of a server at once (by server name).
+    wake: HashMap<String, Arc<Notify>>,
+    /// Held by a checker while it derives and publishes the next snapshot.
+    pub(crate) writer: parking_lot::Mutex<()>,
+}
+
+impl Topologies {
+    pub fn new(config: &Config) -> Topologies {
+        Topologies {
+            current: ArcSwap::from_pointee(Topology::initial(config)),
+            changed: Notify::new(),
+            wake: config
+                .servers
+                .keys()
+                .map(|s| (s.clone(), Arc::new(Notify::new())))
+                .collect(),
+            writer: parking_lot::Mutex::new(()),
+        }
+    }
+
+    pub fn load(&self) -> Arc<Topology> {
+        self.current.load_full()
+    }
+
+    /// Publishes a new snapshot (the health checker only).
+    pub(crate) fn publish(&self, t: Topology) {
+        self.current.store(Arc::new(t));
+        self.changed.notify_waiters();
+    }
+
+    /// Waits until the topology changes or `timeout` passes.
+    pub async fn changed(&self, timeout: Duration) {
+        let _ = tokio::time::timeout(timeout, self.changed.notified()).await;
+    }
+
+    /// Something on a client's connection says the server may be gone: check it now.
+    pub fn suspect(&self, server: &str) {
+        if let Some(n) = self.wake.get(server) {
+            n.notify_one();
+        }
+    }
+
+    pub(crate) fn waker(&self, server: &str) -> Option<Arc<Notify>> {
+        self.wake.get(server).cloned()
+    }
+}

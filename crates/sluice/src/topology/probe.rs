@@ -1,0 +1,176 @@
+//! One health check of one server, on a connection the checker keeps between checks:
+//! is it up, is it a primary or a replica, how far behind is it, where is it.
+
+use super::Role;
+use crate::backend::{Credentials, Target, mysql, pg};
+use crate::error::{Error, Result};
+use sluice_config::Protocol;
+use std::time::Duration;
+
+/// What a good check found.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Found {
+    pub role: Role,
+    /// The replica's delay when the server reports it (MySQL); PostgreSQL's comes
+    /// from `received` and `position` over time (see health.rs).
+    pub lag: Option<Duration>,
+    pub position: Option<u64>,
+    /// A replica's received position.
+    pub received: Option<u64>,
+}
+
+/// The checker's own connection to a server.
+pub(super) enum Conn {
+    Pg(pg::ServerConn),
+    My(mysql::ServerConn),
+}
+
+/// PostgreSQL: recovery state, the LSN written (primary) or replayed (replica), and
+/// the LSN a replica has received, as numbers.
+const PG_CHECK: &str = "select pg_is_in_recovery()::text || ' ' || \
+    (coalesce(case when pg_is_in_recovery() then pg_last_wal_replay_lsn() \
+    else pg_current_wal_lsn() end, '0/0') - '0/0'::pg_lsn)::text || ' ' || \
+    (coalesce(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn(), '0/0') - '0/0'::pg_lsn)::text";
+
+/// Checks the server, logging in first when there is no connection yet. On an error
+/// the connection is dropped, so the next check logs in afresh.
+pub(super) async fn check(
+    protocol: Protocol,
+    target: &Target,
+    creds: &Credentials,
+    conn: &mut Option<Conn>,
+) -> Result<Found> {
+    if conn.is_none() {
+        *conn = Some(login(protocol, target, creds).await?);
+    }
+    let found = match conn.as_mut() {
+        Some(Conn::Pg(c)) => pg_check(c).await,
+        Some(Conn::My(c)) => my_check(c).await,
+        None => Err(Error::server_gone("no health check connection")),
+    };
+    if found.is_err() {
+        *conn = None;
+    }
+    found
+}
+
+async fn login(protocol: Protocol, target: &Target, creds: &Credentials) -> Result<Conn> {
+    let refused = |e: crate::backend::LoginError| match e {
+        crate::backend::LoginError::Proxy(e) => e,
+        crate::backend::LoginError::Server(_) => Error::server_gone(format!(
+            "the server refused the health check login as \"{}\"",
+            creds.user
+        )),
+    };
+    match protocol {
+        Protocol::Postgres => {
+            let params = vec![
+                ("user".to_owned(), creds.user.clone()),
+                ("database".to_owned(), "postgres".to_owned()),
+                (
+                    "application_name".to_owned(),
+                    "sluice health check".to_owned(),
+                ),
+            ];
+            let c = pg::login(target, &params, creds).await.map_err(refused)?;
+            Ok(Conn::Pg(c))
+        }
+        Protocol::Mysql => {
+            let op = mysql::Opener {
+                target: target.clone(),
+                creds: creds.clone(),
+                database: String::new(),
+                caps: 0,
+                charset: 0,
+            };
+            let (c, _) = mysql::login(&op).await.map_err(refused)?;
+            Ok(Conn::My(c))
+        }
+    }
+}
+
+async fn pg_check(c: &mut pg::ServerConn) -> Result<Found> {
+    let v = c
+        .value(PG_CHECK)
+        .await?
+        .ok_or_else(|| Error::server_gone("the health check query failed"))?;
+    parse_pg(&v).ok_or_else(|| Error::server_gone(format!("unexpected health check answer {v:?}")))
+}
+
+fn parse_pg(v: &str) -> Option<Found> {
+    let mut it = v.split(' ');
+    let recovery = it.next()? == "true";
+    let position = it.next()?.parse::<f64>().ok().map(|p| p as u64);
+    let received = it.next()?.parse::<f64>().ok().map(|p| p as u64);
+    Some(Found {
+        role: if recovery {
+            Role::Replica
+        } else {
+            Role::Primary
+        },
+        lag: None,
+        position,
+        received: received.filter(|_| recovery),
+    })
+}
+
+async fn my_check(c: &mut mysql::ServerConn) -> Result<Found> {
+    let rows = c.status_rows(b"SELECT @@read_only").await?;
+    let read_only = rows
+        .first()
+        .and_then(|r| r.first())
+        .and_then(|v| v.as_deref())
+        .is_some_and(|v| v != b"0");
+    if !read_only {
+        return Ok(Found {
+            role: Role::Primary,
+            lag: None,
+            position: None,
+            received: None,
+        });
+    }
+    // A replica's delay: the largest Seconds_Behind_Master of its replication
+    // connections; unknown (NULL: a thread stopped) counts as too far behind.
+    let lag = match c.named_rows(b"SHOW ALL SLAVES STATUS").await {
+        Ok((names, rows)) => {
+            let at = names.iter().position(|n| n == "Seconds_Behind_Master");
+            let mut worst = Some(Duration::ZERO);
+            for r in &rows {
+                let v = at.and_then(|i| r.get(i)).and_then(|v| v.as_deref());
+                let secs = v.and_then(|v| std::str::from_utf8(v).ok()?.parse::<u64>().ok());
+                worst = match (worst, secs) {
+                    (Some(w), Some(s)) => Some(w.max(Duration::from_secs(s))),
+                    _ => None,
+                };
+            }
+            worst.or(Some(Duration::MAX))
+        }
+        Err(_) => None,
+    };
+    Ok(Found {
+        role: Role::Replica,
+        lag,
+        position: None,
+        received: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pg_answers() {
+        let p = parse_pg("false 23456 23456").unwrap();
+        assert_eq!(
+            (p.role, p.position, p.received),
+            (Role::Primary, Some(23456), None)
+        );
+        let r = parse_pg("true 100 250").unwrap();
+        assert_eq!(
+            (r.role, r.position, r.received),
+            (Role::Replica, Some(100), Some(250))
+        );
+        assert!(parse_pg("nonsense").is_none());
+    }
+}

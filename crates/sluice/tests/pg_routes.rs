@@ -1,0 +1,233 @@
+//! Routes over a real primary with streaming replicas: roles discovered from a
+//! shuffled server list, reads spread over the replicas and kept off a lagging one, a
+//! promotion followed, no writes while no primary (or two) is known.
+
+mod common;
+
+use common::{addr, connect, sluice, sqlstate};
+use sluice_testkit::PgServer;
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// A config with the given servers (name, port) in one cluster checked as the
+/// superuser, a read-write listener `rw` and a read-only listener `ro`.
+fn config(servers: &[(&str, u16)], pw: &str, lag: &str, strategy: &str) -> String {
+    let mut t = String::from("[general]\nshutdown_timeout = \"2s\"\n");
+    for (name, port) in servers {
+        t.push_str(&format!(
+            "[servers.{name}]\nprotocol = \"postgres\"\nhost = \"127.0.0.1\"\nport = {port}\n"
+        ));
+    }
+    let names: Vec<String> = servers.iter().map(|(n, _)| format!("\"{n}\"")).collect();
+    t.push_str(&format!(
+        r#"
+[clusters.main]
+servers = [{}]
+health_interval = "100ms"
+health_timeout = "1s"
+health_failures = 2
+max_replica_lag = "{lag}"
+health_user = "postgres"
+health_password = "{pw}"
+
+[pools.session]
+mode = "session"
+size = 10
+wait_timeout = "1500ms"
+
+[listeners.rw]
+protocol = "postgres"
+address = "127.0.0.1:0"
+cluster = "main"
+pool = "session"
+
+[listeners.ro]
+protocol = "postgres"
+address = "127.0.0.1:0"
+cluster = "main"
+pool = "session"
+route = "read-only"
+strategy = "{strategy}"
+"#,
+        names.join(", ")
+    ));
+    t
+}
+
+/// The port of the server a new client of `a` lands on, and whether it is a replica.
+async fn lands_on(a: SocketAddr, pw: &str) -> Result<(i32, bool), tokio_postgres::Error> {
+    let c = connect(a, "postgres", pw, "postgres").await?;
+    let row = c
+        .query_one("select inet_server_port(), pg_is_in_recovery()", &[])
+        .await?;
+    Ok((row.get(0), row.get(1)))
+}
+
+fn message(e: &tokio_postgres::Error) -> String {
+    e.as_db_error()
+        .map(|d| d.message().to_owned())
+        .unwrap_or_default()
+}
+
+/// Retries `lands_on` until `want` holds (the checker needs an interval or two).
+async fn eventually(a: SocketAddr, pw: &str, want: impl Fn(i32, bool) -> bool) -> (i32, bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Ok((port, replica)) = lands_on(a, pw).await
+            && want(port, replica)
+        {
+            return (port, replica);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no client of {a} landed where wanted"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_discovered_reads_spread_and_lagging_replica_skipped() {
+    let primary = PgServer::start().expect("primary");
+    let r1 = primary.start_replica().expect("replica 1");
+    let r2 = primary.start_replica().expect("replica 2");
+    let pw = primary.password().to_owned();
+    let (p, p1, p2) = (primary.port(), r1.port(), r2.port());
+    // Replicas listed first: roles come from the servers, not the order.
+    let text = config(
+        &[("r2", p2), ("primary", p), ("r1", p1)],
+        &pw,
+        "1s",
+        "round-robin",
+    );
+    let h = sluice(&text).await;
+    let (rw, ro) = (addr(&h, "rw"), addr(&h, "ro"));
+
+    let (port, replica) = eventually(rw, &pw, |_, _| true).await;
+    assert_eq!(
+        (port, replica),
+        (i32::from(p), false),
+        "read-write goes to the primary"
+    );
+    for _ in 0..3 {
+        assert_eq!(lands_on(rw, &pw).await.unwrap().0, i32::from(p));
+    }
+    let mut seen = BTreeSet::new();
+    for _ in 0..6 {
+        let (port, replica) = lands_on(ro, &pw).await.unwrap();
+        assert!(replica, "read-only never lands on the primary");
+        seen.insert(port);
+    }
+    let both: BTreeSet<i32> = [i32::from(p1), i32::from(p2)].into();
+    assert_eq!(seen, both, "reads spread over both replicas");
+
+    // r1 stops replaying while the primary writes: once it is more than 1s behind it
+    // gets no reads.
+    r1.pause_replay(true).unwrap();
+    let writer = connect(rw, "postgres", &pw, "postgres").await.unwrap();
+    writer
+        .batch_execute("create table t (n int)")
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut only_r2 = 0;
+    while only_r2 < 6 {
+        writer
+            .batch_execute("insert into t values (1)")
+            .await
+            .unwrap();
+        let (port, _) = lands_on(ro, &pw).await.unwrap();
+        only_r2 = if port == i32::from(p2) {
+            only_r2 + 1
+        } else {
+            0
+        };
+        assert!(
+            Instant::now() < deadline,
+            "the lagging replica kept getting reads"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    r1.pause_replay(false).unwrap();
+    drop(h);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promotion_followed_and_no_writes_without_a_primary() {
+    let mut primary = PgServer::start().expect("primary");
+    let replica = primary.start_replica().expect("replica");
+    let pw = primary.password().to_owned();
+    let text = config(
+        &[("a", primary.port()), ("b", replica.port())],
+        &pw,
+        "10s",
+        "round-robin-with-fallback",
+    );
+    let h = sluice(&text).await;
+    let (rw, ro) = (addr(&h, "rw"), addr(&h, "ro"));
+    eventually(rw, &pw, |port, _| port == i32::from(primary.port())).await;
+    let old = connect(rw, "postgres", &pw, "postgres").await.unwrap();
+    old.batch_execute("create table kept (n int); insert into kept values (1)")
+        .await
+        .unwrap();
+    replica.wait_caught_up(&primary).unwrap();
+
+    primary.kill();
+    // The session whose server died gets an error in its protocol.
+    let e = old.simple_query("select 1").await.unwrap_err();
+    assert!(
+        e.is_closed() || sqlstate(&e).starts_with("08") || sqlstate(&e).starts_with("57P"),
+        "{e}"
+    );
+
+    // No primary: a new read-write client waits (wait_timeout 1.5s), then is refused.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    let e = lands_on(rw, &pw).await.unwrap_err();
+    assert_eq!(sqlstate(&e), "08001", "{e:?}");
+    assert!(message(&e).contains("no healthy primary"), "{e:?}");
+    assert!(started.elapsed() >= Duration::from_millis(1400));
+    // Reads go on from the replica meanwhile.
+    assert!(lands_on(ro, &pw).await.unwrap().1);
+
+    replica.promote().unwrap();
+    let (port, in_recovery) = eventually(rw, &pw, |_, _| true).await;
+    assert_eq!((port, in_recovery), (i32::from(replica.port()), false));
+    let c = connect(rw, "postgres", &pw, "postgres").await.unwrap();
+    let n: i64 = c
+        .query_one("select count(*) from kept", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1, "the write acknowledged before the failover is there");
+    c.batch_execute("insert into kept values (2)")
+        .await
+        .unwrap();
+    // round-robin-with-fallback: no replica left, so reads go to the new primary.
+    assert_eq!(
+        lands_on(ro, &pw).await.unwrap(),
+        (i32::from(replica.port()), false)
+    );
+    drop(h);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_primaries_get_no_writes() {
+    let a = PgServer::start().expect("a");
+    let b = PgServer::start().expect("b");
+    // Both test servers share the superuser password.
+    let pw = a.password().to_owned();
+    let text = config(
+        &[("a", a.port()), ("b", b.port())],
+        &pw,
+        "10s",
+        "round-robin",
+    );
+    let h = sluice(&text).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let e = lands_on(addr(&h, "rw"), &pw).await.unwrap_err();
+    assert_eq!(sqlstate(&e), "08001", "{e:?}");
+    assert!(message(&e).contains("claims to be the primary"), "{e:?}");
+    drop(h);
+}
