@@ -95,7 +95,10 @@ impl Strategy {
         ("first-available", Strategy::FirstAvailable),
         ("next-available", Strategy::NextAvailable),
         ("round-robin", Strategy::RoundRobin),
-        ("round-robin-with-fallback", Strategy::RoundRobinWithFallback),
+        (
+            "round-robin-with-fallback",
+            Strategy::RoundRobinWithFallback,
+        ),
         ("least-connections", Strategy::LeastConnections),
     ];
 
@@ -112,10 +115,9 @@ impl Strategy {
             RouteKind::ReadWrite => {
                 matches!(self, Strategy::FirstAvailable | Strategy::NextAvailable)
             }
-            RouteKind::ReadOnly | RouteKind::Split => !matches!(
-                self,
-                Strategy::FirstAvailable | Strategy::NextAvailable
-            ),
+            RouteKind::ReadOnly | RouteKind::Split => {
+                !matches!(self, Strategy::FirstAvailable | Strategy::NextAvailable)
+            }
         }
     }
 
@@ -219,10 +221,7 @@ pub(crate) fn read_route(r: &mut ObjectReader<'_, '_, '_>) -> Route {
     if ryw.is_some() && kind != RouteKind::Split {
         r.error(
             "read_your_writes",
-            format!(
-                "applies to route \"split\" only, not {:?}",
-                kind.as_str()
-            ),
+            format!("applies to route \"split\" only, not {:?}", kind.as_str()),
         );
     }
     let ryw_timeout = r.duration("read_your_writes_timeout");

@@ -71,7 +71,10 @@ fn defaults_and_every_key() {
         (RouteKind::ReadOnly, Strategy::LeastConnections, false)
     );
     let rw = &c.listeners["rw"].route;
-    assert_eq!((rw.kind, rw.strategy), (RouteKind::ReadWrite, Strategy::NextAvailable));
+    assert_eq!(
+        (rw.kind, rw.strategy),
+        (RouteKind::ReadWrite, Strategy::NextAvailable)
+    );
 }
 
 #[test]
@@ -117,16 +120,28 @@ read_your_writes = "yes"
     assert_errors(
         text,
         &[
-            (Some(8), "[clusters.main] health_interval: must be more than 0s"),
+            (
+                Some(8),
+                "[clusters.main] health_interval: must be more than 0s",
+            ),
             (Some(9), "[clusters.main] health_failures"),
             (Some(10), "health_password: is set without health_user"),
-            (Some(16), "route: invalid value \"read-mostly\"; expected one of"),
+            (
+                Some(16),
+                "route: invalid value \"read-mostly\"; expected one of",
+            ),
             (
                 Some(23),
                 "strategy: \"first-available\" does not apply to route \"read-only\"",
             ),
-            (Some(29), "read_your_writes: applies to route \"split\" only"),
-            (Some(30), "read_your_writes_timeout: applies to route \"split\" only"),
+            (
+                Some(29),
+                "read_your_writes: applies to route \"split\" only",
+            ),
+            (
+                Some(30),
+                "read_your_writes_timeout: applies to route \"split\" only",
+            ),
             (Some(36), "route \"split\" is not available yet"),
             (Some(37), "read_your_writes: expected true or false"),
         ],
