@@ -47,7 +47,10 @@ pub async fn bind_address(name: &str, address: &str) -> Result<TcpListener> {
     })
 }
 
-pub fn context(l: &Listener) -> Result<ListenerCtx> {
+pub fn context(
+    l: &Listener,
+    mysql: &std::sync::Arc<crate::frontend::mysql::SharedState>,
+) -> Result<ListenerCtx> {
     let tls = match (l.tls, &l.tls_cert_file, &l.tls_key_file) {
         (ClientTls::Disable, _, _) => None,
         (_, Some(c), Some(k)) => Some(crate::tls::acceptor(c, k)?),
@@ -60,6 +63,7 @@ pub fn context(l: &Listener) -> Result<ListenerCtx> {
         cfg: l.clone(),
         tls,
         clients: Default::default(),
+        mysql: mysql.clone(),
     })
 }
 

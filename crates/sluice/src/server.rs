@@ -45,8 +45,9 @@ pub async fn start(config: Config) -> Result<Handle> {
     let clients = TaskTracker::new();
     let accept = TaskTracker::new();
     let mut addrs = HashMap::new();
+    let mysql = Arc::new(crate::frontend::mysql::SharedState::default());
     for l in config.listeners.values() {
-        let ctx = Arc::new(listener::context(l)?);
+        let ctx = Arc::new(listener::context(l, &mysql)?);
         let socket = listener::bind(l).await?;
         addrs.insert(l.name.clone(), socket.local_addr()?);
         tracing::info!(listener = %l.name, address = %socket.local_addr()?, protocol = %l.protocol, "listening");
@@ -164,8 +165,8 @@ impl Handle {
     /// line a benchmark can read (`slow_waits_total`: waits for a server connection
     /// over 100 ms, clients starving).
     pub fn log_counters(&self) {
-        let pg = self.shared.pools.all().into_iter().map(|p| p.counters());
-        let my = self.shared.my_pools.all().into_iter().map(|p| p.counters());
+        let pg = self.shared.pg.pools.all().into_iter().map(|p| p.counters());
+        let my = self.shared.my.pools.all().into_iter().map(|p| p.counters());
         let mut slow = 0;
         for (pool, leases, waits, slow_waits) in pg.chain(my) {
             slow += slow_waits;

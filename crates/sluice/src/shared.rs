@@ -2,7 +2,6 @@
 //! cancel keys, counters and the shutdown signal. No process-wide globals, so tests can
 //! run several Sluice instances in one process.
 
-use crate::cancel;
 use crate::pool::Pools;
 use crate::session::ledger::PinCounters;
 use arc_swap::ArcSwap;
@@ -15,18 +14,51 @@ use tokio::sync::watch;
 /// Idle server connections the reaper closes at most per run (see `reap_pools`).
 pub const REAP_PER_TICK: usize = 50;
 
+/// What one protocol's sessions share: the pools of its server connections, the
+/// shared (pipelined) connections of its transaction-mode pools, and the cache of what
+/// its statements do to a session.
+pub struct ProtoState<C: crate::mux::MuxConn> {
+    pub pools: Pools<C>,
+    pub muxes: crate::mux::Muxes<C>,
+    pub effects: crate::session::effects::EffectCache,
+}
+
+impl<C: crate::mux::MuxConn> ProtoState<C> {
+    fn new(dialect: sluice_sql::Dialect) -> Self {
+        ProtoState {
+            pools: Pools::default(),
+            muxes: Default::default(),
+            effects: crate::session::effects::EffectCache::new(dialect),
+        }
+    }
+
+    /// Servers connections in use on the server at `addr`, over all its pools.
+    pub fn in_use(&self, addr: &str) -> usize {
+        let pools = self.pools.all();
+        let on = pools.iter().filter(|p| p.key.server == addr);
+        on.map(|p| {
+            let (total, idle) = p.counts();
+            total.saturating_sub(idle)
+        })
+        .sum()
+    }
+
+    /// Closes the idle connections to the server at `addr` (it went down).
+    pub fn close_idle_on(&self, addr: &str) {
+        let pools = self.pools.all();
+        pools
+            .iter()
+            .filter(|p| p.key.server == addr)
+            .for_each(|p| p.close_idle());
+    }
+}
+
 pub struct Shared {
     pub config: ArcSwap<Config>,
-    pub pools: Pools<crate::backend::pg::ServerConn>,
-    /// Shared (pipelined) connections of PostgreSQL transaction-mode pools.
-    pub pg_muxes: crate::mux::Muxes<crate::backend::pg::ServerConn>,
-    pub my_pools: Pools<crate::backend::mysql::ServerConn>,
-    pub cancels: Arc<cancel::Registry>,
+    pub pg: ProtoState<crate::backend::pg::ServerConn>,
+    pub my: ProtoState<crate::backend::mysql::ServerConn>,
+    pub cancels: Arc<crate::session::cancel::Registry>,
     pub pins: PinCounters,
-    pub effects: crate::session::effects::EffectCache,
-    pub my_effects: crate::session::effects::EffectCache,
-    /// State of the MySQL frontend shared by its clients.
-    pub mysql: crate::frontend::mysql::SharedState,
     /// Transaction mode: the virtual process id of the client that last held each
     /// server connection (by the server's pid), so notifications name their sender
     /// the way that client knows itself.
@@ -73,14 +105,10 @@ impl Shared {
             tickets: Default::default(),
             schema_epoch: Default::default(),
             config: ArcSwap::from_pointee(config),
-            pools: Pools::default(),
-            pg_muxes: Default::default(),
-            my_pools: Pools::default(),
-            cancels: Arc::new(cancel::Registry::default()),
+            pg: ProtoState::new(sluice_sql::Dialect::Postgres),
+            my: ProtoState::new(sluice_sql::Dialect::MySql),
+            cancels: Arc::new(crate::session::cancel::Registry::default()),
             pins: PinCounters::default(),
-            effects: Default::default(),
-            my_effects: crate::session::effects::EffectCache::new(sluice_sql::Dialect::MySql),
-            mysql: Default::default(),
             holders: Default::default(),
             pg_views: Default::default(),
             connectors,
@@ -106,14 +134,14 @@ impl Shared {
     /// pool's thousand connections expiring together did to every other client.
     pub fn reap_pools(&self) {
         let mut left = REAP_PER_TICK;
-        self.pools.all().iter().for_each(|p| p.reap(&mut left));
-        self.my_pools.all().iter().for_each(|p| p.reap(&mut left));
+        self.pg.pools.all().iter().for_each(|p| p.reap(&mut left));
+        self.my.pools.all().iter().for_each(|p| p.reap(&mut left));
     }
 
     /// Closes every idle server connection (shutdown).
     pub fn close_idle_pools(&self) {
-        self.pools.all().iter().for_each(|p| p.close_idle());
-        self.my_pools.all().iter().for_each(|p| p.close_idle());
+        self.pg.pools.all().iter().for_each(|p| p.close_idle());
+        self.my.pools.all().iter().for_each(|p| p.close_idle());
     }
 
     pub fn shutting_down(&self) -> bool {

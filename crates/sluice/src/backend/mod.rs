@@ -6,7 +6,6 @@ pub mod mysql;
 pub mod pg;
 
 use crate::error::{Error, Result};
-use bytes::Bytes;
 use sluice_config::ServerTls;
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -71,25 +70,8 @@ pub struct Credentials {
     pub password: Option<String>,
 }
 
-/// A failed login: either the server's own ErrorResponse (relayed to the client as is,
-/// e.g. 3D000 for an unknown database) or a failure of Sluice's.
-#[derive(Debug)]
-pub enum LoginError {
-    Server(Bytes),
-    Proxy(Error),
-}
-
-impl From<Error> for LoginError {
-    fn from(e: Error) -> Self {
-        LoginError::Proxy(e)
-    }
-}
-
-impl From<std::io::Error> for LoginError {
-    fn from(e: std::io::Error) -> Self {
-        LoginError::Proxy(e.into())
-    }
-}
+/// A failed login (defined with the pool, which hands it on to whoever waits).
+pub use crate::pool::LoginError;
 
 /// TCP connect with the target's timeout; Nagle off.
 pub async fn connect_tcp(t: &Target) -> Result<TcpStream> {

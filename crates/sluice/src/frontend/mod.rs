@@ -39,4 +39,6 @@ pub struct ListenerCtx {
     pub cfg: sluice_config::Listener,
     pub tls: Option<tokio_rustls::TlsAcceptor>,
     pub clients: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// What the MySQL frontend's clients share, the same for every MySQL listener.
+    pub mysql: std::sync::Arc<mysql::SharedState>,
 }

@@ -14,8 +14,6 @@ pub mod budget;
 mod tests;
 mod wait;
 
-use crate::backend::LoginError;
-
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -53,6 +51,26 @@ pub struct Settings {
     pub session_timeouts: [Option<Duration>; 3],
     /// Schema changes clients made through Sluice so far (see `current_statement`).
     pub schema_epoch: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// A failed login: either the server's own ErrorResponse (relayed to the client as is,
+/// e.g. 3D000 for an unknown database) or a failure of Sluice's.
+#[derive(Debug)]
+pub enum LoginError {
+    Server(bytes::Bytes),
+    Proxy(crate::error::Error),
+}
+
+impl From<crate::error::Error> for LoginError {
+    fn from(e: crate::error::Error) -> Self {
+        LoginError::Proxy(e)
+    }
+}
+
+impl From<std::io::Error> for LoginError {
+    fn from(e: std::io::Error) -> Self {
+        LoginError::Proxy(e.into())
+    }
 }
 
 /// What a pool needs of a protocol's server connection. Each protocol's backend

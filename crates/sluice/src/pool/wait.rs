@@ -5,8 +5,8 @@
 //! later take the connections that waiters were woken for, and under a crowd of clients
 //! a few wait for seconds while the rest are served in milliseconds.
 
+use super::LoginError;
 use super::{Lease, Pool, PoolConn, Slot, State};
-use crate::backend::LoginError;
 use crate::error::{Error, Kind, Side};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

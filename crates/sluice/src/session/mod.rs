@@ -2,6 +2,7 @@
 //! must hold its server connection (statement, transaction, session, or pinned) from
 //! the pool mode, the transaction status and the ledger of what the client changed.
 
+pub mod cancel;
 pub mod effects;
 pub mod ledger;
 pub mod plan;

@@ -5,11 +5,10 @@
 
 use crate::backend::Target;
 use crate::error::Error;
-use crate::frontend::ListenerCtx;
 use crate::pool::{Pool, PoolConn, PoolKey, Pools, Settings};
 use crate::router::NoRoute;
 use crate::shared::Shared;
-use sluice_config::{AuthMethod, Config, PoolMode, User};
+use sluice_config::{AuthMethod, Config, Listener, PoolMode, User};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,16 +33,16 @@ impl<C: PoolConn> Plan<C> {
 /// topology, and how to reach it. When no server can take the route (no primary yet,
 /// during a failover, every replica lagging) it waits for the topology to change, up to
 /// the pool's `wait_timeout`, then answers an error.
-pub async fn target(shared: &Shared, ctx: &ListenerCtx) -> Result<(Arc<Config>, Target), Error> {
+pub async fn target(shared: &Shared, listener: &Listener) -> Result<(Arc<Config>, Target), Error> {
     let config = shared.config.load_full();
-    let pool_cfg = config.pool_for(&ctx.cfg);
-    let cluster = &ctx.cfg.cluster;
+    let pool_cfg = config.pool_for(listener);
+    let cluster = &listener.cluster;
     let started = Instant::now();
-    let ticket = shared.tickets.next(&ctx.cfg.name);
+    let ticket = shared.tickets.next(&listener.name);
     let in_use = |name: &str| in_use(shared, &config, name);
     let server = loop {
         let topology = shared.topology.load();
-        match crate::router::pick(&ctx.cfg.route, &topology, cluster, ticket, &in_use) {
+        match crate::router::pick(&listener.route, &topology, cluster, ticket, &in_use) {
             Ok(s) => match config.servers.get(&*s.name) {
                 Some(server) => break server,
                 None => return Err(no_route(NoRoute::UnknownCluster, cluster, None)),
@@ -87,29 +86,11 @@ fn no_route(why: NoRoute, cluster: &str, waited: Option<Duration>) -> Error {
 
 /// Server connections in use on the server named `name`, over all its pools.
 fn in_use(shared: &Shared, config: &Config, name: &str) -> usize {
-    let Some(addr) = config
-        .servers
-        .get(name)
-        .map(|s| format!("{}:{}", s.host, s.port))
-    else {
+    let Some(s) = config.servers.get(name) else {
         return 0;
     };
-    let count = |(total, idle): (usize, usize)| total.saturating_sub(idle);
-    let pg: usize = shared
-        .pools
-        .all()
-        .iter()
-        .filter(|p| p.key.server == addr)
-        .map(|p| count(p.counts()))
-        .sum();
-    let my: usize = shared
-        .my_pools
-        .all()
-        .iter()
-        .filter(|p| p.key.server == addr)
-        .map(|p| count(p.counts()))
-        .sum();
-    pg + my
+    let addr = format!("{}:{}", s.host, s.port);
+    shared.pg.in_use(&addr) + shared.my.in_use(&addr)
 }
 
 /// Plans the session of `user` on `database` on the server `target` picked. `extra`:
@@ -117,16 +98,16 @@ fn in_use(shared: &Shared, config: &Config, name: &str) -> usize {
 /// `default_reset`: the protocol's reset command when the pool configures none.
 pub fn plan<C: PoolConn>(
     shared: &Shared,
-    ctx: &ListenerCtx,
+    listener: &Listener,
     (config, target): (Arc<Config>, Target),
     pools: &Pools<C>,
     (user, database): (&str, &str),
     extra: Vec<(String, String)>,
     default_reset: &str,
 ) -> Result<Plan<C>, Error> {
-    let pool_cfg = config.pool_for(&ctx.cfg).clone();
+    let pool_cfg = config.pool_for(listener).clone();
     let user_cfg = config.users.get(user);
-    let server_user = match (ctx.cfg.auth, user_cfg) {
+    let server_user = match (listener.auth, user_cfg) {
         (AuthMethod::Passthrough, _) | (_, None) => user.to_owned(),
         (_, Some(u)) => u.server_user().to_owned(),
     };

@@ -170,16 +170,8 @@ impl Checker {
     /// A server that went down: its idle connections are of no use.
     fn close_idle(&self) {
         let addr = self.target.addr();
-        for p in self.shared.pools.all() {
-            if p.key.server == addr {
-                p.close_idle();
-            }
-        }
-        for p in self.shared.my_pools.all() {
-            if p.key.server == addr {
-                p.close_idle();
-            }
-        }
+        self.shared.pg.close_idle_on(&addr);
+        self.shared.my.close_idle_on(&addr);
     }
 }
 

@@ -29,7 +29,7 @@ pub(super) async fn login(
     target: Target,
 ) -> Option<(Session, Client)> {
     let max = config.general.max_message_size;
-    let hs = match server_greeting(shared, &target).await {
+    let hs = match server_greeting(&ctx.mysql, &target).await {
         Ok(h) => h,
         Err(e) => {
             c.fatal(0, &e).await;
@@ -68,7 +68,7 @@ pub(super) async fn login(
         .is_none_or(|p| p == plugin)
         .then_some(&hello.auth_response[..]);
     let verdict = ex
-        .check(shared, ctx.cfg.auth, user_cfg, &user, plugin, first)
+        .check(&ctx.mysql, ctx.cfg.auth, user_cfg, &user, plugin, first)
         .await;
     let seq = ex.seq;
     let Some(true) = verdict else {
@@ -188,11 +188,11 @@ pub(super) fn opener(
 /// What the server says at login (version, capabilities, charset), for greeting
 /// clients: remembered per server, else read from a short-lived connection.
 pub(super) async fn server_greeting(
-    shared: &Shared,
+    front: &super::SharedState,
     t: &Target,
 ) -> Result<Arc<HandshakeV10>, Error> {
     let addr = t.addr();
-    if let Some(h) = shared.mysql.greetings.lock().get(&addr) {
+    if let Some(h) = front.greetings.lock().get(&addr) {
         return Ok(h.clone());
     }
     // A short-lived connection: it counts in the server's budget while it lives.
@@ -204,7 +204,7 @@ pub(super) async fn server_greeting(
         Error::server_gone(format!("server {addr} refused a connection: {why}"))
     })?;
     let hs = Arc::new(hs);
-    shared.mysql.greetings.lock().insert(addr, hs.clone());
+    front.greetings.lock().insert(addr, hs.clone());
     Ok(hs)
 }
 
@@ -235,7 +235,7 @@ impl Exchange<'_> {
     /// asked (an auth switch request).
     pub(super) async fn check(
         &mut self,
-        shared: &Shared,
+        front: &super::SharedState,
         method: AuthMethod,
         user_cfg: Option<&User>,
         user: &str,
@@ -267,7 +267,7 @@ impl Exchange<'_> {
         };
         let secret = u.password.as_ref();
         if method == AuthMethod::CachingSha2Password {
-            return self.sha2(shared, user, secret, &answer).await;
+            return self.sha2(front, user, secret, &answer).await;
         }
         Some(match secret {
             Some(Secret::Plain(p)) if p.is_empty() => answer.is_empty(),
@@ -283,7 +283,7 @@ impl Exchange<'_> {
 
     async fn sha2(
         &mut self,
-        shared: &Shared,
+        front: &super::SharedState,
         user: &str,
         secret: Option<&Secret>,
         answer: &[u8],
@@ -294,7 +294,7 @@ impl Exchange<'_> {
             Some(Secret::Sha2 { stored }) => *stored,
             _ => return Some(false),
         };
-        let cached = shared.mysql.sha2_cache.lock().contains(user);
+        let cached = front.sha2_cache.lock().contains(user);
         if cached && scramble::sha2_verify(&stored, self.salt, answer) {
             self.send(&[1, scramble::SHA2_FAST_AUTH_OK]).await?;
             return Some(true);
@@ -303,7 +303,7 @@ impl Exchange<'_> {
         self.send(&[1, scramble::SHA2_PERFORM_FULL_AUTH]).await?;
         let mut reply = self.read().await?;
         if !self.stream.is_tls() {
-            let key = shared.mysql.rsa.get_or_init(super::rsa::RsaKey::generate);
+            let key = front.rsa.get_or_init(super::rsa::RsaKey::generate);
             let Some(key) = key.as_ref() else {
                 return Some(false);
             };
@@ -328,7 +328,7 @@ impl Exchange<'_> {
         let password = reply.strip_suffix(&[0]).unwrap_or(&reply);
         let ok = scramble::sha2_stored(password) == stored;
         if ok {
-            shared.mysql.sha2_cache.lock().insert(user.to_owned());
+            front.sha2_cache.lock().insert(user.to_owned());
         }
         Some(ok)
     }

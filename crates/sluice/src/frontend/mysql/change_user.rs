@@ -46,7 +46,7 @@ impl Relay {
         self.io.flush_client_now().await;
         let shared = self.shared.clone();
         let ctx = self.s.ctx.clone();
-        let (config, target) = match crate::session::plan::target(&shared, &ctx).await {
+        let (config, target) = match crate::session::plan::target(&shared, &ctx.cfg).await {
             Ok(t) => t,
             Err(e) => {
                 super::queue_error(&mut self.io.to_client, 1, &e);
@@ -69,7 +69,7 @@ impl Relay {
             max: self.s.max_message,
         };
         let verdict = ex
-            .check(&shared, ctx.cfg.auth, user_cfg, &user, plugin, None)
+            .check(&ctx.mysql, ctx.cfg.auth, user_cfg, &user, plugin, None)
             .await;
         let seq = ex.seq;
         match verdict {
@@ -106,7 +106,7 @@ impl Relay {
                 return Ok(Cmd::Taken);
             }
         };
-        if let Ok(hs) = server_greeting(&shared, &target).await {
+        if let Ok(hs) = server_greeting(&ctx.mysql, &target).await {
             plan.pool.set_welcome(&hs);
         }
         let caps = self.s.caps;

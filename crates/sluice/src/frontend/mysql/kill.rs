@@ -231,7 +231,7 @@ impl super::relay::Relay {
         let Some((connection, id)) = asked else {
             return Kill::NotOurs;
         };
-        let Some(target) = self.shared.mysql.clients.get(id) else {
+        let Some(target) = self.s.ctx.mysql.clients.get(id) else {
             return Kill::NotOurs;
         };
         // Killing another user's thread takes a privilege (SUPER, CONNECTION ADMIN)

@@ -64,7 +64,7 @@ pub async fn login(
     ctx: &Arc<ListenerCtx>,
     mut c: Client,
 ) -> Option<(Session, Client)> {
-    let (config, target) = match crate::session::plan::target(shared, ctx).await {
+    let (config, target) = match crate::session::plan::target(shared, &ctx.cfg).await {
         Ok(t) => t,
         Err(e) => {
             c.fatal(0, &e).await;
@@ -134,9 +134,9 @@ pub(super) fn plan(
     ];
     crate::session::plan::plan(
         shared,
-        ctx,
+        &ctx.cfg,
         routed,
-        &shared.my_pools,
+        &shared.my.pools,
         (user, database),
         extra,
         "COM_RESET_CONNECTION",
@@ -174,7 +174,7 @@ pub(super) async fn finish(
         }
     };
     let max = plan.target.max_message;
-    let kill = shared
+    let kill = ctx
         .mysql
         .clients
         .register(a.id, a.user.clone(), c.stream.tcp());

@@ -32,8 +32,6 @@ pub struct SharedState {
     pub rsa: std::sync::OnceLock<Option<rsa::RsaKey>>,
     /// Every client by the connection id Sluice gave it, for KILL.
     pub clients: Arc<kill::Clients>,
-    /// Shared server connections of each transaction-mode pool.
-    pub muxes: crate::mux::Muxes<crate::backend::mysql::ServerConn>,
 }
 
 /// A client connection and the bytes read from it but not yet handled.

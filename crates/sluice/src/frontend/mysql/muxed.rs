@@ -54,14 +54,14 @@ impl Relay {
             return None;
         }
         let shared = self.shared.clone();
-        let muxes = &shared.mysql.muxes;
+        let muxes = &shared.my.muxes;
         let payload = &self.io.cbuf[4..4 + len];
         let (queued, preparing) = match cmd {
             consts::COM_QUERY => {
                 let sql = &payload[1..];
                 if self.last_insert.is_some() && reads_last_insert_id(sql)
                     || !sluice_sql::surely_plain_in(sql, sluice_sql::Dialect::MySql)
-                    || self.shared.my_effects.of(sql).is_some()
+                    || self.shared.my.effects.of(sql).is_some()
                 {
                     return None;
                 }
@@ -133,7 +133,7 @@ impl Relay {
     pub(super) fn offer_lease(&mut self, cmd: u8, len: usize) -> Option<Cmd> {
         let lease = self.s.lease.take()?;
         let shared = self.shared.clone();
-        match shared.mysql.muxes.start(&self.s.pool, 0, lease) {
+        match shared.my.muxes.start(&self.s.pool, 0, lease) {
             Ok(_) => {
                 self.s.sync_kill();
                 match self.try_mux(cmd, len) {

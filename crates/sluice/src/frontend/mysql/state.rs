@@ -16,7 +16,7 @@ impl Relay {
     pub(super) fn command_effects(&mut self, cmd: u8, payload: &[u8]) -> Effects {
         let body = payload.get(1..).unwrap_or_default();
         match cmd {
-            consts::COM_QUERY => self.shared.my_effects.of(body),
+            consts::COM_QUERY => self.shared.my.effects.of(body),
             consts::COM_INIT_DB => Some(Arc::new([Effect::Set {
                 name: "schema".into(),
                 sql: format!("USE `{}`", String::from_utf8_lossy(body).replace('`', "``")),

@@ -196,7 +196,7 @@ impl Relay {
             }
         }
         let plain = sluice_sql::surely_plain_in(&sql, sluice_sql::Dialect::MySql)
-            && self.shared.my_effects.of(&sql).is_none();
+            && self.shared.my.effects.of(&sql).is_none();
         let vid = self.stmts.add(ClientStmt {
             hash,
             reads_id: super::state::reads_last_insert_id(&sql),

@@ -4,10 +4,10 @@
 
 use super::{Client, auth, replay};
 use crate::backend::pg::{Credentials, LoginError, Opener, ServerConn};
-use crate::cancel::Registration;
 use crate::error::{Error, Kind, Side};
 use crate::frontend::ListenerCtx;
 use crate::pool::{Lease, Pool};
+use crate::session::cancel::Registration;
 use crate::shared::Shared;
 use crate::stream::write_all_flush;
 use bytes::{BufMut, BytesMut};
@@ -143,7 +143,7 @@ pub async fn login(
         return None;
     }
 
-    let routed = match crate::session::plan::target(shared, ctx).await {
+    let routed = match crate::session::plan::target(shared, &ctx.cfg).await {
         Ok(t) => t,
         Err(e) => {
             c.fatal(&e).await;
@@ -152,9 +152,9 @@ pub async fn login(
     };
     let plan = match crate::session::plan::plan(
         shared,
-        ctx,
+        &ctx.cfg,
         routed,
-        &shared.pools,
+        &shared.pg.pools,
         (&user, &database),
         replay::shaping_params(&params),
         "DISCARD ALL",

@@ -37,7 +37,7 @@ impl Relay {
         ];
         let first = sluice_sql::first_word(sql);
         FIRST.iter().any(|k| first.eq_ignore_ascii_case(k))
-            && self.shared.effects.of(sql).is_none()
+            && self.shared.pg.effects.of(sql).is_none()
             && !sql.windows(6).any(|w| w.eq_ignore_ascii_case(b"notify"))
             && !sluice_sql::signal::mentioned(sql)
     }
@@ -123,7 +123,7 @@ impl Relay {
         }
         let tail = &buf[5 + body.len()..at];
         let fp = self.s.params_fingerprint();
-        let queued = self.shared.pg_muxes.submit(&self.s.pool, fp, |q| {
+        let queued = self.shared.pg.muxes.submit(&self.s.pool, fp, |q| {
             if q.stmts.get(st.hash).is_none() {
                 if let Some((old, _)) = q.stmts.make_room(q.stmt_cap) {
                     q.stmts.closing(old);
@@ -154,7 +154,7 @@ impl Relay {
     /// Sends `frames` to a shared connection; the client waits for the answer.
     pub(super) fn share(&mut self, frames: &[u8], first: u8) -> bool {
         let fp = self.s.params_fingerprint();
-        let queued = self.shared.pg_muxes.submit(&self.s.pool, fp, |q| {
+        let queued = self.shared.pg.muxes.submit(&self.s.pool, fp, |q| {
             q.bytes.extend_from_slice(frames);
             first
         });

@@ -7,7 +7,7 @@
 //! has nothing to stop, a terminate ends that client's session).
 
 use super::relay::Relay;
-use crate::cancel::{InFlight, Slot};
+use crate::{cancel::InFlight, session::cancel::Slot};
 use bytes::BytesMut;
 use sluice_wire_pg::encode;
 use sluice_wire_pg::msg::{self, fe};

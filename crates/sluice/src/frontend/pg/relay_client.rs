@@ -264,7 +264,7 @@ impl Relay {
                 if name.is_empty() || !pool.knows_statement(hash) {
                     return false;
                 }
-                let stmt = new_stmt(query, types, self.shared.effects.of(query), fp, pool);
+                let stmt = new_stmt(query, types, self.shared.pg.effects.of(query), fp, pool);
                 self.stmts.insert(Bytes::copy_from_slice(name), stmt);
                 let t = self.token();
                 self.tracker
@@ -304,7 +304,7 @@ impl Relay {
         if self.tx_mode() {
             let sql = msg::query_text(body).unwrap_or_default();
             self.note_notifier(sql);
-            let effects = self.shared.effects.of(sql);
+            let effects = self.shared.pg.effects.of(sql);
             let effects: &[Effect] = effects.as_deref().unwrap_or_default();
             // DEALLOCATE of a protocol-level statement: it exists under another name on
             // the server, so Sluice answers for it.
@@ -408,7 +408,7 @@ impl Relay {
         self.note_notifier(query);
         self.note_ddl(query);
         if name.is_empty() {
-            self.unnamed_effects = self.shared.effects.of(query);
+            self.unnamed_effects = self.shared.pg.effects.of(query);
             self.unnamed.set(query, types);
             self.unnamed_here = true;
             let t = self.token();
@@ -420,7 +420,7 @@ impl Relay {
         let stmt = new_stmt(
             query,
             types,
-            self.shared.effects.of(query),
+            self.shared.pg.effects.of(query),
             fp,
             &self.s.pool,
         );
