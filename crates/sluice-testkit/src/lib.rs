@@ -53,6 +53,7 @@
 //! instead of copying a cached template).
 
 mod mariadb;
+mod mariadb_replica;
 mod mariadb_setup;
 mod pg;
 mod pg_conf;

@@ -1,0 +1,145 @@
+//! Routes over a real MariaDB primary with a GTID replica: roles discovered from a
+//! shuffled server list (@@read_only), reads on the replica and off it once its SQL
+//! thread stops, a promotion followed, no writes while no primary is known.
+
+mod common;
+
+use common::my::*;
+use common::{addr, sluice};
+use mysql_async::prelude::Queryable;
+use sluice_testkit::MariaDbServer;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+fn config(servers: &[(&str, u16)], strategy: &str) -> String {
+    let mut t = String::from("[general]\nshutdown_timeout = \"2s\"\n");
+    for (name, port) in servers {
+        t.push_str(&format!(
+            "[servers.{name}]\nprotocol = \"mysql\"\nhost = \"127.0.0.1\"\nport = {port}\n"
+        ));
+    }
+    let names: Vec<String> = servers.iter().map(|(n, _)| format!("\"{n}\"")).collect();
+    t.push_str(&format!(
+        r#"
+[clusters.main]
+servers = [{}]
+health_interval = "100ms"
+health_failures = 2
+max_replica_lag = "5s"
+health_user = "monitor"
+health_password = "monitor-pw"
+
+[pools.session]
+mode = "session"
+size = 10
+wait_timeout = "1500ms"
+
+[listeners.rw]
+protocol = "mysql"
+address = "127.0.0.1:0"
+cluster = "main"
+pool = "session"
+
+[listeners.ro]
+protocol = "mysql"
+address = "127.0.0.1:0"
+cluster = "main"
+pool = "session"
+route = "read-only"
+strategy = "{strategy}"
+"#,
+        names.join(", ")
+    ));
+    t
+}
+
+/// The port of the server a new client of `a` lands on, and whether it is read-only.
+async fn lands_on(a: SocketAddr) -> Result<(u16, bool), mysql_async::Error> {
+    let mut c = mysql_async::Conn::new(opts(a, APP_USER, APP_PW, Some("test"))).await?;
+    let row: Option<(u16, u8)> = c.query_first("SELECT @@port, @@read_only").await?;
+    let _ = c.disconnect().await;
+    let (port, ro) = row.unwrap_or_default();
+    Ok((port, ro == 1))
+}
+
+async fn eventually(a: SocketAddr, want: impl Fn(u16, bool) -> bool) -> (u16, bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Ok((port, ro)) = lands_on(a).await
+            && want(port, ro)
+        {
+            return (port, ro);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no client of {a} landed where wanted"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A primary with the test's users (replicated) and a replica of it.
+fn servers() -> (MariaDbServer, MariaDbServer) {
+    let primary = mariadb();
+    primary
+        .create_user("monitor", "monitor-pw", "mysql_native_password")
+        .expect("monitor user");
+    let replica = primary.start_replica().expect("replica");
+    (primary, replica)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_discovered_and_reads_kept_off_a_stopped_replica() {
+    let (primary, replica) = servers();
+    let (p, r) = (primary.port(), replica.port());
+    let h = sluice(&config(&[("r", r), ("p", p)], "round-robin-with-fallback")).await;
+    let (rw, ro) = (addr(&h, "rw"), addr(&h, "ro"));
+    assert_eq!(eventually(rw, |_, _| true).await, (p, false));
+    assert_eq!(eventually(ro, |port, _| port == r).await, (r, true));
+    for _ in 0..3 {
+        assert_eq!(lands_on(ro).await.unwrap(), (r, true));
+    }
+    // The SQL thread stops: Seconds_Behind_Master is NULL, the replica gets no reads,
+    // and round-robin-with-fallback sends them to the primary.
+    replica.pause_replay(true).unwrap();
+    assert_eq!(eventually(ro, |port, _| port == p).await, (p, false));
+    replica.pause_replay(false).unwrap();
+    assert_eq!(eventually(ro, |port, _| port == r).await, (r, true));
+    drop(h);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promotion_followed_and_no_writes_without_a_primary() {
+    let (mut primary, replica) = servers();
+    let (p, r) = (primary.port(), replica.port());
+    let h = sluice(&config(&[("p", p), ("r", r)], "round-robin")).await;
+    let rw = addr(&h, "rw");
+    eventually(rw, |port, _| port == p).await;
+    let mut c = mysql_async::Conn::new(opts(rw, APP_USER, APP_PW, Some("test")))
+        .await
+        .unwrap();
+    c.query_drop("CREATE TABLE kept (n INT); INSERT INTO kept VALUES (1)")
+        .await
+        .unwrap();
+    replica.wait_caught_up(&primary).unwrap();
+
+    primary.kill();
+    assert!(
+        c.query_drop("SELECT 1").await.is_err(),
+        "the session on the dead server fails"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    let e = lands_on(rw).await.unwrap_err();
+    assert!(e.to_string().contains("no healthy primary"), "{e}");
+    assert!(started.elapsed() >= Duration::from_millis(1400));
+
+    replica.promote().unwrap();
+    assert_eq!(eventually(rw, |_, _| true).await, (r, false));
+    let mut c = mysql_async::Conn::new(opts(rw, APP_USER, APP_PW, Some("test")))
+        .await
+        .unwrap();
+    let n: Option<i64> = c.query_first("SELECT COUNT(*) FROM kept").await.unwrap();
+    assert_eq!(n, Some(1));
+    drop(h);
+}
