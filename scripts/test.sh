@@ -3,7 +3,9 @@
 #   1. scripts/install-deps.sh           (installs whatever is missing)
 #   2. cargo fmt --check
 #   3. cargo clippy, all targets, -D warnings
-#   4. the workspace tests (cargo nextest, or cargo test without it) + doctests
+#   4. the workspace tests (cargo nextest, or cargo test without it) + doctests,
+#      then, as a step of their own, the routing tests that run real replication
+#      and failovers (tests/*_routes.rs)
 #   5. scripts/driver-suites.sh          (if it exists)
 #   6. scripts/sysbench-check.sh         (if it exists; sysbench through Sluice's
 #                                         MySQL listeners, under a minute)
@@ -43,10 +45,14 @@ cargo clippy --workspace --all-targets -j "$JOBS" -- -D warnings
 
 section "tests"
 if cargo nextest --version >/dev/null 2>&1; then
+    ROUTES='binary(pg_routes) | binary(my_routes)'
     cargo nextest run --workspace --build-jobs "$JOBS" --test-threads "$THREADS" \
-        --no-fail-fast --no-tests=warn
+        --no-fail-fast --no-tests=warn -E "not ($ROUTES)"
     section "doctests"
     cargo test --workspace --doc -j "$JOBS"
+    section "routing: replication and failover"
+    cargo nextest run --workspace --build-jobs "$JOBS" --test-threads "$THREADS" \
+        --no-fail-fast -E "$ROUTES"
 else
     echo "cargo-nextest not found: using cargo test"
     cargo test --workspace -j "$JOBS" -- --test-threads "$THREADS"

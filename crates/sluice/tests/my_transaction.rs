@@ -466,7 +466,7 @@ async fn pipelined_statements_get_their_own_answers() {
     let a = addr(&h, "tx");
     // Twelve clients' plain statements share a server connection (one by default).
     let ids = many_plain_clients(a).await;
-    let shared = h.shared.mysql.muxes.statements();
+    let shared = h.shared.my.muxes.statements();
     assert!(
         shared > 0,
         "no statement was pipelined (connections used: {ids:?})"
@@ -514,12 +514,12 @@ async fn prepared_statements_share_a_pipelined_connection() {
     let mut x = connect(a).await;
     let doomed = x.prep("SELECT k FROM gone WHERE k = ?").await.unwrap();
     setup.query_drop("DROP TABLE gone").await.unwrap();
-    let before = h.shared.mysql.muxes.statements();
+    let before = h.shared.my.muxes.statements();
     let e = x.exec_drop(&doomed, (1,)).await.unwrap_err();
     assert!(e.to_string().contains("gone"), "{e}");
     let one: Option<i64> = x.query_first("SELECT 1").await.unwrap();
     assert_eq!(one, Some(1));
-    assert!(h.shared.mysql.muxes.statements() > before);
+    assert!(h.shared.my.muxes.statements() > before);
     let mut tasks = Vec::new();
     for t in 0..10u64 {
         tasks.push(tokio::spawn(async move {
@@ -542,11 +542,11 @@ async fn prepared_statements_share_a_pipelined_connection() {
             c.disconnect().await.unwrap();
         }));
     }
-    let shared_before = h.shared.mysql.muxes.statements();
+    let shared_before = h.shared.my.muxes.statements();
     for t in tasks {
         t.await.unwrap();
     }
-    let shared = h.shared.mysql.muxes.statements() - shared_before;
+    let shared = h.shared.my.muxes.statements() - shared_before;
     // How many go to the shared connection depends on timing: alone on the machine it
     // is most of them, under CPU load (the whole suite in parallel) it has been as few
     // as 41, since clients queue for the pool and shared connections yield to waiting
@@ -593,10 +593,10 @@ async fn server_reported_state_changes_pin() {
     // one at a time): the connection is closed after its answers.
     let mut holder = login().await;
     holder.query_value("BEGIN").await;
-    let before = h.shared.mysql.muxes.statements();
+    let before = h.shared.my.muxes.statements();
     let mut w = login().await;
     assert_eq!(w.query_value("SELECT hide()").await.as_deref(), Some("1"));
-    assert!(h.shared.mysql.muxes.statements() > before, "not shared");
+    assert!(h.shared.my.muxes.statements() > before, "not shared");
     let mut y = login().await;
     for _ in 0..20 {
         assert_eq!(

@@ -231,3 +231,26 @@ async fn two_primaries_get_no_writes() {
     assert!(message(&e).contains("claims to be the primary"), "{e:?}");
     drop(h);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_losing_its_server_wakes_the_checker() {
+    let mut primary = PgServer::start().expect("primary");
+    let pw = primary.password().to_owned();
+    // Checks every 30 s: only the wake-up can notice the kill within the test.
+    let text = config(&[("a", primary.port())], &pw, "10s", "round-robin")
+        .replace("health_interval = \"100ms\"", "health_interval = \"30s\"")
+        .replace("health_failures = 2", "health_failures = 1");
+    let h = sluice(&text).await;
+    let rw = addr(&h, "rw");
+    eventually(rw, &pw, |_, _| true).await;
+    let c = connect(rw, "postgres", &pw, "postgres").await.unwrap();
+    primary.kill();
+    assert!(c.simple_query("select 1").await.is_err());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Known down: the client waits for a primary (wait_timeout), it is not sent to a
+    // dead server.
+    let e = lands_on(rw, &pw).await.unwrap_err();
+    assert_eq!(sqlstate(&e), "08001", "{e:?}");
+    assert!(message(&e).contains("every server"), "{e:?}");
+    drop(h);
+}

@@ -341,7 +341,7 @@ async fn plain_queries_share_a_pipelined_connection() {
     for t in tasks {
         t.await.unwrap();
     }
-    assert!(h.shared.pg_muxes.statements() > 0, "nothing was pipelined");
+    assert!(h.shared.pg.muxes.statements() > 0, "nothing was pipelined");
     // Answers larger than the shared connection's read-ahead limit (1 MiB) come through
     // whole while clients take them at their own pace.
     let mut big = Vec::new();
@@ -417,10 +417,10 @@ async fn named_statements_share_a_pipelined_connection() {
             }
         }
     };
-    let before = h.shared.pg_muxes.statements();
+    let before = h.shared.pg.muxes.statements();
     run(150, None).await;
     assert!(
-        h.shared.pg_muxes.statements() > before,
+        h.shared.pg.muxes.statements() > before,
         "no named statement was pipelined"
     );
     // The table goes: where a shared connection has to prepare the statement, the

@@ -57,7 +57,7 @@ struct Checker {
 impl Checker {
     async fn run(self) {
         let h = &self.cluster.health;
-        let wake = self.shared.topology.waker(&self.server.name);
+        let wake = self.shared.topology.waker(&self.target.addr());
         let mut shutdown = self.shared.shutdown.clone();
         let mut conn: Option<Conn> = None;
         let mut failures = 0u32;

@@ -125,7 +125,7 @@ impl Topology {
 pub struct Topologies {
     current: ArcSwap<Topology>,
     changed: Notify,
-    /// Wakes the checker of a server at once (by server name).
+    /// Wakes the checkers of a server at once (by its address, `host:port`).
     wake: HashMap<String, Arc<Notify>>,
     /// Held by a checker while it derives and publishes the next snapshot.
     pub(crate) writer: parking_lot::Mutex<()>,
@@ -138,8 +138,8 @@ impl Topologies {
             changed: Notify::new(),
             wake: config
                 .servers
-                .keys()
-                .map(|s| (s.clone(), Arc::new(Notify::new())))
+                .values()
+                .map(|s| (format!("{}:{}", s.host, s.port), Arc::new(Notify::new())))
                 .collect(),
             writer: parking_lot::Mutex::new(()),
         }
@@ -160,14 +160,19 @@ impl Topologies {
         let _ = tokio::time::timeout(timeout, self.changed.notified()).await;
     }
 
-    /// Something on a client's connection says the server may be gone: check it now.
-    pub fn suspect(&self, server: &str) {
-        if let Some(n) = self.wake.get(server) {
+    /// A client's session on the server at `addr` ended with `e`: if that says the
+    /// server may be gone (refused, reset, closed, shut down), check it now rather than
+    /// at the next interval.
+    pub fn suspect(&self, addr: &str, e: &crate::error::Error) {
+        use crate::error::{Kind, Side};
+        let gone = matches!(e.kind, Kind::ServerGone | Kind::Shutdown)
+            || e.kind == Kind::Io && e.side == Side::Server;
+        if let Some(n) = self.wake.get(addr).filter(|_| gone) {
             n.notify_one();
         }
     }
 
-    pub(crate) fn waker(&self, server: &str) -> Option<Arc<Notify>> {
-        self.wake.get(server).cloned()
+    pub(crate) fn waker(&self, addr: &str) -> Option<Arc<Notify>> {
+        self.wake.get(addr).cloned()
     }
 }

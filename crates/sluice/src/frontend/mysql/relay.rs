@@ -597,6 +597,7 @@ impl Relay {
         match &end {
             End::Failed(e) => {
                 tracing::info!(client = self.s.id, error = %e, "closing client session");
+                self.shared.topology.suspect(&self.s.pool.key.server, e);
                 if e.side != Side::Client {
                     queue_error(&mut self.io.to_client, self.c_seq.wrapping_add(1), e);
                 }

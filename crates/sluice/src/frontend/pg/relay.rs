@@ -377,6 +377,7 @@ impl Relay {
         match &end {
             End::Failed(e) => {
                 tracing::info!(error = %e, "closing client session");
+                self.shared.topology.suspect(&self.s.pool.key.server, e);
                 self.client_error(Severity::Fatal, e);
             }
             End::Shutdown => {
