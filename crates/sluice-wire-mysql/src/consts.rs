@@ -171,6 +171,8 @@ pub const ER_QUERY_INTERRUPTED: u16 = 1317;
 pub const ER_MALFORMED_PACKET: u16 = 1835;
 /// A client-side code, also used by proxies for a lost server connection.
 pub const CR_SERVER_LOST: u16 = 2013;
+/// "Can't connect to MySQL server" (client-side code).
+pub const CR_CONN_HOST_ERROR: u16 = 2003;
 
 /// The SQLSTATE of the error numbers above (`HY000`, "general error", for others).
 pub fn sqlstate(code: u16) -> &'static [u8; 5] {

@@ -46,6 +46,11 @@ pub struct Client {
 
 /// The MySQL error code and SQLSTATE a client sees for one of Sluice's errors.
 pub fn error_code(e: &Error) -> (u16, &'static str) {
+    if e.sqlstate == Some("08001") {
+        // No server can take the client's route (no primary, none healthy): what a
+        // client gets when it cannot reach a server.
+        return (consts::CR_CONN_HOST_ERROR, "HY000");
+    }
     match e.kind {
         Kind::Auth => (consts::ER_ACCESS_DENIED_ERROR, "28000"),
         Kind::PoolTimeout => (consts::ER_CON_COUNT_ERROR, "08004"),
