@@ -112,46 +112,70 @@ pub async fn start(config: Config) -> Result<Handle> {
     })
 }
 
-/// The key-value executor of a HandlerSocket listener, on its cluster's first server.
+/// The key-value executor of a HandlerSocket listener. Each of its connections goes
+/// where the router says at that moment: a read-write listener to the primary, a
+/// read-only one to the replicas within the lag limit (the primary when there is none).
 fn kv_for(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     config: &Config,
     l: &sluice_config::HsListener,
 ) -> Result<Arc<crate::kv::Kv>> {
-    use crate::backend::{Credentials, Target, mysql};
-    let server = config
+    use crate::backend::{Credentials, Targets, mysql};
+    use sluice_config::{HsMode, Route, RouteKind, Strategy};
+    let cluster = config
         .clusters
         .get(&l.cluster)
-        .and_then(|c| c.servers.iter().find_map(|s| config.servers.get(s)))
-        .with_context(|| format!("handlersocket \"{}\": cluster has no server", l.name))?;
-    let mut target = Target::for_server(
-        server,
-        shared.connectors.get(&server.name).cloned(),
-        sluice_config::DEFAULT_CONNECT_TIMEOUT,
-        config.general.max_message_size,
-    );
-    target.budget = shared.budgets.get(&server.name).cloned();
+        .with_context(|| format!("handlersocket \"{}\": no cluster \"{}\"", l.name, l.cluster))?;
+    let protocol = cluster
+        .servers
+        .iter()
+        .find_map(|s| config.servers.get(s))
+        .with_context(|| format!("handlersocket \"{}\": cluster has no server", l.name))?
+        .protocol;
+    let route = match l.mode {
+        HsMode::ReadWrite => Route::default(),
+        HsMode::ReadOnly => Route {
+            kind: RouteKind::ReadOnly,
+            strategy: Strategy::RoundRobinWithFallback,
+            ..Route::default()
+        },
+    };
+    let (shared2, cluster, name) = (shared.clone(), l.cluster.clone(), l.name.clone());
+    let targets: Targets = Arc::new(move || {
+        let (shared, route, cluster, name) = (
+            shared2.clone(),
+            route.clone(),
+            cluster.clone(),
+            name.clone(),
+        );
+        Box::pin(async move {
+            let config = shared.config.load_full();
+            let want = crate::session::plan::Want {
+                route: &route,
+                cluster: &cluster,
+                by: &name,
+                wait: sluice_config::DEFAULT_CONNECT_TIMEOUT,
+                connect_timeout: sluice_config::DEFAULT_CONNECT_TIMEOUT,
+            };
+            crate::session::plan::route_target(&shared, &config, want).await
+        })
+    });
     let creds = Credentials {
         user: l.user.clone(),
         password: l.password.clone(),
     };
-    match server.protocol {
-        sluice_config::Protocol::Mysql => {
-            let opener = mysql::Opener {
-                target,
+    match protocol {
+        sluice_config::Protocol::Mysql => Ok(crate::kv::Kv::start(
+            mysql::kv::MyKv {
                 creds,
                 database: l.database.clone(),
-                caps: 0,
-                charset: 0,
-            };
-            Ok(crate::kv::Kv::start(
-                mysql::kv::MyKv::new(opener),
-                l.connections,
-            ))
-        }
+                targets,
+            },
+            l.connections,
+        )),
         sluice_config::Protocol::Postgres => Ok(crate::kv::Kv::start(
             crate::backend::pg::kv::PgKv {
-                target,
+                targets,
                 creds,
                 database: l.database.clone(),
             },

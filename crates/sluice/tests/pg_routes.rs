@@ -3,6 +3,8 @@
 //! promotion followed, no writes while no primary (or two) is known.
 
 mod common;
+#[path = "common/hs_lines.rs"]
+mod lines;
 
 use common::{addr, connect, sluice, sqlstate};
 use sluice_testkit::PgServer;
@@ -252,5 +254,76 @@ async fn a_session_losing_its_server_wakes_the_checker() {
     let e = lands_on(rw, &pw).await.unwrap_err();
     assert_eq!(sqlstate(&e), "08001", "{e:?}");
     assert!(message(&e).contains("every server"), "{e:?}");
+    drop(h);
+}
+
+/// HandlerSocket on the topology: the read-write listener's connections go to the
+/// primary wherever it is listed and follow a promotion; the read-only one reads from
+/// the replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handlersocket_follows_the_primary() {
+    let mut primary = PgServer::start().expect("primary");
+    primary
+        .psql(
+            "postgres",
+            "CREATE TABLE public.kv (k int PRIMARY KEY, v text)",
+        )
+        .unwrap();
+    let replica = primary.start_replica().expect("replica");
+    let pw = primary.password().to_owned();
+    let mut text = config(
+        &[("r", replica.port()), ("p", primary.port())],
+        &pw,
+        "10s",
+        "round-robin",
+    );
+    for (name, mode) in [("hw", "read-write"), ("hr", "read-only")] {
+        text.push_str(&format!(
+            "[handlersocket.{name}]\naddress = \"127.0.0.1:0\"\ncluster = \"main\"\n\
+             mode = \"{mode}\"\nuser = \"postgres\"\npassword = \"{pw}\"\n\
+             database = \"postgres\"\nconnections = 1\n"
+        ));
+    }
+    let h = sluice(&text).await;
+    eventually(addr(&h, "rw"), &pw, |_, _| true).await;
+    let mut w = lines::client(addr(&h, "hw")).await;
+    let open = "P\t1\tpublic\tkv\tPRIMARY\tk,v".to_owned();
+    let got = lines::ask(&mut w, &[open.clone(), "1\t+\t2\t1\tone".into()]).await;
+    assert_eq!(got, ["0\t1", "0\t1"], "the insert went to the primary");
+    replica.wait_caught_up(&primary).unwrap();
+    let mut r = lines::client(addr(&h, "hr")).await;
+    let got = lines::ask(&mut r, &[open.clone(), "1\t=\t1\t1".into()]).await;
+    assert_eq!(got, ["0\t1", "0\t2\t1\tone"]);
+    // Read from the replica: an insert on the primary it has not replayed is not seen.
+    replica.pause_replay(true).unwrap();
+    primary
+        .psql("postgres", "INSERT INTO public.kv VALUES (2, 'two')")
+        .unwrap();
+    let got = lines::ask(&mut r, &["1\t=\t1\t2".to_owned()]).await;
+    assert_eq!(got, ["0\t2"], "the read-only listener reads the replica");
+    replica.pause_replay(false).unwrap();
+    replica.wait_caught_up(&primary).unwrap();
+
+    primary.kill();
+    replica.promote().unwrap();
+    // The executor's connection to the dead primary fails; later ones go to the new one.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut w = lines::client(addr(&h, "hw")).await;
+    lines::ask(&mut w, &[open]).await;
+    loop {
+        let got = lines::ask(&mut w, &["1\t+\t2\t3\tthree".to_owned()]).await;
+        if got == ["0\t1"] {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no insert after the promotion: {got:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let n = replica
+        .psql("postgres", "SELECT count(*) FROM public.kv")
+        .unwrap();
+    assert_eq!(n.trim(), "3");
     drop(h);
 }

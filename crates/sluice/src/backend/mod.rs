@@ -63,6 +63,14 @@ impl Target {
     }
 }
 
+/// Where the next connection of a long-lived user of servers (the key-value executor)
+/// goes: asked at every connect, so it follows the topology.
+pub type Targets = std::sync::Arc<
+    dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Target>> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// Credentials Sluice uses to log in by itself.
 #[derive(Clone)]
 pub struct Credentials {

@@ -36,13 +36,46 @@ impl<C: PoolConn> Plan<C> {
 pub async fn target(shared: &Shared, listener: &Listener) -> Result<(Arc<Config>, Target), Error> {
     let config = shared.config.load_full();
     let pool_cfg = config.pool_for(listener);
-    let cluster = &listener.cluster;
+    let mut target = route_target(
+        shared,
+        &config,
+        Want {
+            route: &listener.route,
+            cluster: &listener.cluster,
+            by: &listener.name,
+            wait: pool_cfg.wait_timeout,
+            connect_timeout: pool_cfg.connect_timeout,
+        },
+    )
+    .await?;
+    target.statement_timeout = pool_cfg.query_timeout;
+    Ok((config, target))
+}
+
+/// What a server is wanted for: a route on a cluster, asked for by a listener (whose
+/// round-robin turns), waiting at most `wait` for a server that can take it.
+pub struct Want<'a> {
+    pub route: &'a sluice_config::Route,
+    pub cluster: &'a str,
+    pub by: &'a str,
+    pub wait: Duration,
+    pub connect_timeout: Duration,
+}
+
+/// The server the router picks for `want` now (waiting for the topology while none can
+/// take it), and how to reach it.
+pub async fn route_target(
+    shared: &Shared,
+    config: &Config,
+    want: Want<'_>,
+) -> Result<Target, Error> {
+    let cluster = want.cluster;
     let started = Instant::now();
-    let ticket = shared.tickets.next(&listener.name);
-    let in_use = |name: &str| in_use(shared, &config, name);
+    let ticket = shared.tickets.next(want.by);
+    let in_use = |name: &str| in_use(shared, config, name);
     let server = loop {
         let topology = shared.topology.load();
-        match crate::router::pick(&listener.route, &topology, cluster, ticket, &in_use) {
+        match crate::router::pick(want.route, &topology, cluster, ticket, &in_use) {
             Ok(s) => match config.servers.get(&*s.name) {
                 Some(server) => break server,
                 None => return Err(no_route(NoRoute::UnknownCluster, cluster, None)),
@@ -52,10 +85,10 @@ pub async fn target(shared: &Shared, listener: &Listener) -> Result<(Arc<Config>
             }
             Err(why) => {
                 let waited = started.elapsed();
-                if waited >= pool_cfg.wait_timeout {
+                if waited >= want.wait {
                     return Err(no_route(why, cluster, Some(waited)));
                 }
-                let left = pool_cfg.wait_timeout - waited;
+                let left = want.wait - waited;
                 shared.topology.changed(left.min(RECHECK)).await;
             }
         }
@@ -63,13 +96,12 @@ pub async fn target(shared: &Shared, listener: &Listener) -> Result<(Arc<Config>
     let mut target = Target::for_server(
         server,
         shared.connectors.get(&server.name).cloned(),
-        pool_cfg.connect_timeout,
+        want.connect_timeout,
         config.general.max_message_size,
     );
     target.budget = shared.budgets.get(&server.name).cloned();
-    target.budget_wait = pool_cfg.wait_timeout;
-    target.statement_timeout = pool_cfg.query_timeout;
-    Ok((config, target))
+    target.budget_wait = want.wait;
+    Ok(target)
 }
 
 /// How often a client waiting for a route looks at the topology again, in case it

@@ -28,23 +28,24 @@ pub const KV_CAPS: u64 = consts::CLIENT_LONG_PASSWORD
     | consts::CLIENT_PLUGIN_AUTH;
 
 pub struct MyKv {
-    pub opener: Opener,
-}
-
-impl MyKv {
-    /// A backend logging in with `opener` (its capabilities and charset are set here).
-    pub fn new(mut opener: Opener) -> MyKv {
-        opener.caps = KV_CAPS;
-        opener.charset = BINARY;
-        MyKv { opener }
-    }
+    pub creds: crate::backend::Credentials,
+    pub database: String,
+    /// Where each new connection goes (the router's pick at that moment).
+    pub targets: crate::backend::Targets,
 }
 
 impl KvBackend for MyKv {
     type Conn = ServerConn;
 
     async fn connect(&self) -> Result<ServerConn> {
-        let mut c = match login(&self.opener).await {
+        let opener = Opener {
+            target: (self.targets)().await?,
+            creds: self.creds.clone(),
+            database: self.database.clone(),
+            caps: KV_CAPS,
+            charset: BINARY,
+        };
+        let mut c = match login(&opener).await {
             Ok((c, _)) => c,
             Err(LoginError::Proxy(e)) => return Err(e),
             Err(LoginError::Server(p)) => {

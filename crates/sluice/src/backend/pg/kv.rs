@@ -6,7 +6,7 @@
 //! is called PRIMARY), and the PostgreSQL dialect of the statements.
 
 use super::{ServerConn, login};
-use crate::backend::{Credentials, LoginError, Target};
+use crate::backend::{Credentials, LoginError};
 use crate::error::{Error, Kind, Result, Side};
 use crate::kv::sql::{Dialect, quote_doubled};
 use crate::kv::table::{ColKind, Column, DefaultKind, Index, Table, fit_text};
@@ -19,7 +19,8 @@ use sluice_wire_pg::{encode, msg};
 use std::collections::HashMap;
 
 pub struct PgKv {
-    pub target: Target,
+    /// Where each new connection goes (the router's pick at that moment).
+    pub targets: crate::backend::Targets,
     pub creds: Credentials,
     pub database: String,
 }
@@ -74,7 +75,8 @@ impl PgKv {
         if !self.database.is_empty() {
             params.push(("database".to_string(), self.database.clone()));
         }
-        match login(&self.target, &params, &self.creds).await {
+        let target = (self.targets)().await?;
+        match login(&target, &params, &self.creds).await {
             Ok(c)
                 if c.reported
                     .get("standard_conforming_strings")
