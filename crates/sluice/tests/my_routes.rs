@@ -147,3 +147,45 @@ async fn promotion_followed_and_no_writes_without_a_primary() {
     assert_eq!(n, Some(1));
     drop(h);
 }
+
+/// Transaction mode with configured users: a connected client's next transaction
+/// after a failover goes to the new primary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transaction_mode_sessions_follow_a_promotion() {
+    let (mut primary, replica) = servers();
+    let (p, r) = (primary.port(), replica.port());
+    let mut text = config(&[("p", p), ("r", r)], "round-robin");
+    text.push_str(&format!(
+        "[pools.tx]\nmode = \"transaction\"\nsize = 4\nwait_timeout = \"1s\"\n\
+         [users.{APP_USER}]\npassword = \"{APP_PW}\"\n\
+         [listeners.tx]\nprotocol = \"mysql\"\naddress = \"127.0.0.1:0\"\ncluster = \"main\"\n\
+         pool = \"tx\"\nauth = \"mysql_native_password\"\n"
+    ));
+    let h = sluice(&text).await;
+    eventually(addr(&h, "rw"), |port, _| port == p).await;
+    let mut c = mysql_async::Conn::new(opts(addr(&h, "tx"), APP_USER, APP_PW, Some("test")))
+        .await
+        .unwrap();
+    let at: Option<u16> = c.query_first("SELECT @@port").await.unwrap();
+    assert_eq!(at, Some(p));
+    primary.kill();
+    replica.promote().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        match c.query_first::<u16, _>("SELECT @@port").await {
+            Ok(Some(port)) if port == r => break,
+            // Before the checker saw the promotion: "can't connect", the session goes on.
+            Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 2003, "{e:?}"),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the session never reached the new primary"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    c.query_drop("CREATE TABLE after_failover (n INT)")
+        .await
+        .unwrap();
+    drop(h);
+}

@@ -262,6 +262,11 @@ impl<C: PoolConn> Pool<C> {
         *self.opener.lock() = Some(opener);
     }
 
+    /// How the pool opens connections by itself (None: it only adopts logins').
+    pub fn opener(&self) -> Option<Arc<C::Opener>> {
+        self.opener.lock().clone()
+    }
+
     /// Remembers what a server reports at login, the first time.
     pub fn set_welcome(&self, reported: &C::Welcome) {
         let mut w = self.welcome.lock();

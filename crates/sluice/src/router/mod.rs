@@ -56,6 +56,11 @@ impl Tickets {
         *t = t.wrapping_add(1);
         *t
     }
+
+    /// The last ticket `listener` handed out (a login's, for its session to keep).
+    pub fn last(&self, listener: &str) -> usize {
+        self.0.lock().get(listener).copied().unwrap_or_default()
+    }
 }
 
 /// The server of `cluster` that a new server connection for `route` should go to.

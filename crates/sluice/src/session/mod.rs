@@ -6,6 +6,7 @@ pub mod cancel;
 pub mod effects;
 pub mod ledger;
 pub mod plan;
+pub mod reroute;
 pub mod timeouts;
 
 pub use ledger::{Ledger, PinReason};

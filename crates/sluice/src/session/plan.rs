@@ -93,6 +93,16 @@ pub async fn route_target(
             }
         }
     };
+    Ok(target_for(shared, config, server, &want))
+}
+
+/// How to reach `server` for `want`.
+pub(super) fn target_for(
+    shared: &Shared,
+    config: &Config,
+    server: &sluice_config::Server,
+    want: &Want<'_>,
+) -> Target {
     let mut target = Target::for_server(
         server,
         shared.connectors.get(&server.name).cloned(),
@@ -101,7 +111,26 @@ pub async fn route_target(
     );
     target.budget = shared.budgets.get(&server.name).cloned();
     target.budget_wait = want.wait;
-    Ok(target)
+    target
+}
+
+/// The pool of `key`, made with `name` and `settings` if there is none yet (its idle
+/// connections then count in the server's budget).
+pub(super) fn pool_on<C: PoolConn>(
+    pools: &Pools<C>,
+    key: PoolKey,
+    name: String,
+    settings: Settings,
+    target: &Target,
+) -> Arc<Pool<C>> {
+    pools.get_or_create(&key, || {
+        let pool = Pool::new(name, key.clone(), settings);
+        if let Some(b) = &target.budget {
+            let idle: Arc<dyn crate::pool::budget::IdleConns> = pool.clone();
+            b.register(Arc::downgrade(&idle));
+        }
+        pool
+    })
 }
 
 /// How often a client waiting for a route looks at the topology again, in case it
@@ -117,7 +146,7 @@ fn no_route(why: NoRoute, cluster: &str, waited: Option<Duration>) -> Error {
 }
 
 /// Server connections in use on the server named `name`, over all its pools.
-fn in_use(shared: &Shared, config: &Config, name: &str) -> usize {
+pub(super) fn in_use(shared: &Shared, config: &Config, name: &str) -> usize {
     let Some(s) = config.servers.get(name) else {
         return 0;
     };
@@ -170,14 +199,7 @@ pub fn plan<C: PoolConn>(
             .unwrap_or_else(|| default_reset.into()),
     };
     let pool_name = format!("{}/{}@{}", pool_cfg.name, server_user, database);
-    let pool = pools.get_or_create(&key, || {
-        let pool = Pool::new(pool_name, key.clone(), settings);
-        if let Some(b) = &target.budget {
-            let idle: Arc<dyn crate::pool::budget::IdleConns> = pool.clone();
-            b.register(Arc::downgrade(&idle));
-        }
-        pool
-    });
+    let pool = pool_on(pools, key, pool_name, settings, &target);
     Ok(Plan {
         mode: pool_cfg.mode,
         config,

@@ -32,6 +32,8 @@ pub struct Session {
     pub kill: super::kill::Registration,
     /// The listener the client came through (COM_CHANGE_USER logs in again there).
     pub ctx: Arc<ListenerCtx>,
+    /// Where the client's route stands (transaction mode asks it again).
+    pub route: crate::session::reroute::RouteMark,
 }
 
 impl Session {
@@ -187,6 +189,7 @@ pub(super) async fn finish(
         caps: a.client_caps,
         kill,
         ctx: ctx.clone(),
+        route: crate::session::reroute::RouteMark::at_login(shared, &ctx.cfg),
     };
     if session.mode == PoolMode::Transaction
         && let Some(l) = session.lease.take()

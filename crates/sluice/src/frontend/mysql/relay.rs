@@ -247,6 +247,30 @@ impl Relay {
     }
 
     /// Idle, and the server sent nothing unasked.
+    /// Between transactions: the route asked again (see session/reroute.rs).
+    fn reroute(&mut self) {
+        let s = &mut self.s;
+        let retarget = |op: &crate::backend::mysql::Opener, target| crate::backend::mysql::Opener {
+            target,
+            creds: op.creds.clone(),
+            database: op.database.clone(),
+            caps: op.caps,
+            charset: op.charset,
+        };
+        let pools = &self.shared.my.pools;
+        let cfg = &s.ctx.cfg;
+        if let Some(p) = crate::session::reroute::reroute(
+            &self.shared,
+            cfg,
+            pools,
+            &s.pool,
+            &mut s.route,
+            retarget,
+        ) {
+            s.pool = p;
+        }
+    }
+
     pub(super) fn at_rest(&self) -> bool {
         self.idle()
             && self.origins.is_empty()
@@ -377,6 +401,9 @@ impl Relay {
             );
             return Ok(Cmd::Consumed);
         };
+        if self.s.mode == PoolMode::Transaction && self.s.lease.is_none() && self.at_rest() {
+            self.reroute();
+        }
         let kill = match self.kill_target(cmd, len) {
             super::kill::Kill::NotOurs => None,
             super::kill::Kill::Answered => return Ok(Cmd::Consumed),
@@ -422,8 +449,18 @@ impl Relay {
                     self.s.sync_kill();
                 }
                 Err(crate::backend::LoginError::Proxy(e)) => {
+                    // Nothing reached a server. In transaction mode the session goes on
+                    // (its state is Sluice's), and its next transaction is routed
+                    // again: a server it cannot reach is "can't connect" (2003), not a
+                    // lost connection.
+                    let unreachable = tx && matches!(e.kind, Kind::ServerGone | Kind::Io);
+                    let e = if unreachable {
+                        e.with_sqlstate("08001")
+                    } else {
+                        e
+                    };
                     queue_error(&mut self.io.to_client, answer_seq, &e);
-                    if e.kind == Kind::PoolTimeout {
+                    if e.kind == Kind::PoolTimeout || unreachable {
                         return Ok(Cmd::Consumed);
                     }
                     return Err(End::Failed(e));

@@ -29,6 +29,9 @@ pub struct Session {
     /// that a Parse depends on (None when it changed).
     pub client_fp: Option<(u64, u64)>,
     pub max_message: usize,
+    /// The listener the client came through, and where its route stands.
+    pub ctx: Arc<ListenerCtx>,
+    pub route: crate::session::reroute::RouteMark,
 }
 
 impl Session {
@@ -82,7 +85,7 @@ fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
 
 pub async fn login(
     shared: &Arc<Shared>,
-    ctx: &ListenerCtx,
+    ctx: &Arc<ListenerCtx>,
     c: &mut Client,
     mut params: Vec<(String, String)>,
     version: i32,
@@ -281,6 +284,8 @@ pub async fn login(
         client_params,
         client_fp: None,
         max_message: target.max_message,
+        ctx: ctx.clone(),
+        route: crate::session::reroute::RouteMark::at_login(shared, &ctx.cfg),
     };
     if session.mode == PoolMode::Transaction
         && let Some(mut l) = session.lease.take()

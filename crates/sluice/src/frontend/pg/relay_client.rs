@@ -113,6 +113,24 @@ impl Relay {
         Ok(None)
     }
 
+    /// Between transactions: the route asked again (see session/reroute.rs).
+    fn reroute(&mut self) {
+        let s = &mut self.s;
+        let shared = &self.shared;
+        let retarget = |op: &crate::backend::pg::Opener, target| crate::backend::pg::Opener {
+            target,
+            params: op.params.clone(),
+            creds: op.creds.clone(),
+        };
+        let pools = &shared.pg.pools;
+        let cfg = &s.ctx.cfg;
+        if let Some(p) =
+            crate::session::reroute::reroute(shared, cfg, pools, &s.pool, &mut s.route, retarget)
+        {
+            s.pool = p;
+        }
+    }
+
     /// Gets a server connection and replays the client's session state on it.
     async fn acquire(&mut self) -> Result<(), Error> {
         let pool = self.s.pool.clone();
@@ -174,6 +192,13 @@ impl Relay {
             return Err(Error::protocol(format!(
                 "invalid frontend message type {tag}"
             )));
+        }
+        if self.tx_mode()
+            && self.s.lease.is_none()
+            && self.muxed.is_none()
+            && self.tracker.is_idle()
+        {
+            self.reroute();
         }
         if self.skip_to_sync {
             if tag == fe::SYNC {
