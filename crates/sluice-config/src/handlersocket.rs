@@ -105,6 +105,7 @@ pub(crate) fn read_handlersocket(
         address: address.clone(),
         cluster: cluster.clone(),
         pool: None,
+        split: false,
     });
     r.finish(|| {
         Some(HsListener {

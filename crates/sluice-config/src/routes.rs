@@ -190,12 +190,6 @@ pub(crate) fn read_route(r: &mut ObjectReader<'_, '_, '_>) -> Route {
     let kind = r
         .choice("route", RouteKind::ALL)
         .unwrap_or(RouteKind::ReadWrite);
-    if kind == RouteKind::Split {
-        r.error(
-            "route",
-            "route \"split\" is not available yet; use \"read-write\" or \"read-only\"",
-        );
-    }
     let strategy = match r.choice("strategy", Strategy::ALL) {
         Some(s) if !s.fits(kind) => {
             let fit: Vec<&str> = Strategy::ALL

@@ -395,6 +395,9 @@ fn read_pool(
     let mut r = ObjectReader::new(ctx, "pools", Some(name), header, item, POOL_KEYS)?;
     let d = Pool::with_defaults(name);
     let mode = r.choice("mode", PoolMode::ALL);
+    r.facts()
+        .pool_modes
+        .insert(name.to_string(), mode.unwrap_or(d.mode));
     let size = r.count("size", 1, MAX_COUNT);
     let min_idle = r.count("min_idle", 0, MAX_COUNT);
     if let Some(min_idle) = min_idle {
@@ -475,6 +478,13 @@ fn read_listener(
     let tls_cert_file = r.path("tls_cert_file");
     let tls_key_file = r.path("tls_key_file");
     let route = crate::routes::read_route(&mut r);
+    if route.kind == crate::routes::RouteKind::Split && auth == AuthMethod::Passthrough {
+        r.error(
+            "route",
+            "route \"split\" needs users Sluice logs in as itself: set auth to one that checks \
+             [users] (with pass-through users Sluice cannot log in to a second server)",
+        );
+    }
     let pool = match r.has("pool") {
         true => pool,
         false => Some(DEFAULT_POOL_NAME.to_string()),
@@ -486,6 +496,7 @@ fn read_listener(
         address: address.clone(),
         cluster: cluster.clone(),
         pool: pool.clone(),
+        split: route.kind == crate::routes::RouteKind::Split,
     });
     if tls != ClientTls::Disable {
         let mut absent = Vec::new();

@@ -23,6 +23,8 @@ pub(crate) struct Facts {
     pub(crate) cluster_members: BTreeMap<String, Vec<(String, String)>>,
     /// One entry per listener.
     pub(crate) listeners: Vec<ListenerFacts>,
+    /// The mode of each pool written in the file.
+    pub(crate) pool_modes: BTreeMap<String, crate::schema::PoolMode>,
 }
 
 /// A listener's fields that refer to other objects; `None` where the value had an error.
@@ -35,6 +37,8 @@ pub(crate) struct ListenerFacts {
     pub(crate) address: Option<String>,
     pub(crate) cluster: Option<String>,
     pub(crate) pool: Option<String>,
+    /// The listener's route is `split` (it needs a transaction-mode pool).
+    pub(crate) split: bool,
 }
 
 impl Facts {
@@ -158,6 +162,20 @@ fn check_listeners(facts: &Facts, ctx: &mut Ctx<'_>) {
             let message = facts.missing("pools", "pool", pool);
             ctx.diag
                 .error_at(kind, name, "pool", format!("{section} pool: {message}"));
+        } else if let Some(pool) = &listener.pool
+            && listener.split
+            && facts
+                .pool_modes
+                .get(pool)
+                .copied()
+                .unwrap_or(crate::schema::PoolMode::Session)
+                != crate::schema::PoolMode::Transaction
+        {
+            let message = format!(
+                "{section} route: route \"split\" sends statements of one session to \
+                 different servers, which needs a transaction-mode pool; pool {pool:?} is not one"
+            );
+            ctx.diag.error_at(kind, name, "route", message);
         }
     }
 }

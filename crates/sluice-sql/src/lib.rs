@@ -5,12 +5,14 @@
 //! [`lex`] splits text into tokens honouring quotes, dollar quotes and comments;
 //! [`effects`] walks the statements of a query string and reports the effect of each.
 
+mod class;
 mod effects;
 mod effects_my;
 mod lex;
 pub mod session_id;
 pub mod signal;
 
+pub use class::{Class, classify};
 pub use effects::{Effect, effects};
 pub use effects_my::effects_mysql;
 pub use lex::{Dialect, Token, Tokens};

@@ -189,3 +189,41 @@ async fn transaction_mode_sessions_follow_a_promotion() {
         .unwrap();
     drop(h);
 }
+
+/// Split on MySQL: reads on the replica, writes on the primary, and after a write the
+/// session's reads on the primary (MariaDB positions are not compared yet: the
+/// primary always has the write).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_sends_reads_to_the_replica_and_writes_to_the_primary() {
+    let (primary, replica) = servers();
+    let (p, r) = (primary.port(), replica.port());
+    let mut text = config(&[("p", p), ("r", r)], "round-robin");
+    text.push_str(&format!(
+        "[pools.tx]\nmode = \"transaction\"\nsize = 4\nwait_timeout = \"2s\"\n\
+         [users.{APP_USER}]\npassword = \"{APP_PW}\"\n\
+         [listeners.split]\nprotocol = \"mysql\"\naddress = \"127.0.0.1:0\"\ncluster = \"main\"\n\
+         pool = \"tx\"\nauth = \"mysql_native_password\"\nroute = \"split\"\n"
+    ));
+    let h = sluice(&text).await;
+    eventually(addr(&h, "rw"), |port, _| port == p).await;
+    let mut c = mysql_async::Conn::new(opts(addr(&h, "split"), APP_USER, APP_PW, Some("test")))
+        .await
+        .unwrap();
+    let at: Option<u16> = c.query_first("SELECT @@port").await.unwrap();
+    assert_eq!(at, Some(r), "a read goes to the replica");
+    let at: Option<u16> = c
+        .query_first("/* sluice:primary */ SELECT @@port")
+        .await
+        .unwrap();
+    assert_eq!(at, Some(p), "a hint overrides");
+    c.query_drop("CREATE TABLE s (n INT)").await.unwrap();
+    c.query_drop("INSERT INTO s VALUES (1)").await.unwrap();
+    let n: Option<i64> = c.query_first("SELECT COUNT(*) FROM s").await.unwrap();
+    assert_eq!(n, Some(1), "the session reads its own write");
+    let at: Option<u16> = c
+        .query_first("SELECT @@port FROM s FOR UPDATE")
+        .await
+        .unwrap();
+    assert_eq!(at, Some(p));
+    drop(h);
+}

@@ -328,6 +328,14 @@ async fn handlersocket_follows_the_primary() {
     drop(h);
 }
 
+async fn count(c: &tokio_postgres::Client) -> i32 {
+    let row = c
+        .query_one("select count(*)::int from t", &[])
+        .await
+        .unwrap();
+    row.get(0)
+}
+
 async fn port(c: &tokio_postgres::Client) -> Result<i32, tokio_postgres::Error> {
     let row = c.query_one("select inet_server_port()", &[]).await?;
     Ok(row.get(0))
@@ -376,5 +384,101 @@ async fn transaction_mode_sessions_follow_a_promotion() {
     c.batch_execute("create table after_failover (n int)")
         .await
         .unwrap();
+    drop(h);
+}
+
+/// A split listener over a primary and a replica, transaction mode, configured user.
+fn split_config(primary: &PgServer, replica: &PgServer, pw: &str) -> String {
+    let mut text = config(
+        &[("p", primary.port()), ("r", replica.port())],
+        pw,
+        "10s",
+        "round-robin",
+    );
+    text.push_str(&format!(
+        "[pools.tx]\nmode = \"transaction\"\nsize = 4\nwait_timeout = \"2s\"\n\
+         [users.postgres]\npassword = \"{pw}\"\n"
+    ));
+    for (name, ryw) in [("split", true), ("stale", false)] {
+        text.push_str(&format!(
+            "[listeners.{name}]\nprotocol = \"postgres\"\naddress = \"127.0.0.1:0\"\n\
+             cluster = \"main\"\npool = \"tx\"\nauth = \"scram-sha-256\"\nroute = \"split\"\n\
+             read_your_writes = {ryw}\n"
+        ));
+    }
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_sends_reads_to_the_replica_and_writes_to_the_primary() {
+    let primary = PgServer::start().expect("primary");
+    let replica = primary.start_replica().expect("replica");
+    let pw = primary.password().to_owned();
+    let (p, r) = (i32::from(primary.port()), i32::from(replica.port()));
+    let h = sluice(&split_config(&primary, &replica, &pw)).await;
+    eventually(addr(&h, "rw"), &pw, |_, _| true).await;
+    let c = connect(addr(&h, "split"), "postgres", &pw, "postgres")
+        .await
+        .unwrap();
+    assert_eq!(port(&c).await.unwrap(), r, "a read goes to the replica");
+    c.batch_execute("create table t (n int)").await.unwrap();
+    c.batch_execute("insert into t values (1)").await.unwrap();
+    let on = |row: tokio_postgres::Row| row.get::<_, i32>(0);
+    let sql = "select inet_server_port() from t for update";
+    assert_eq!(on(c.query_one(sql, &[]).await.unwrap()), p);
+    let sql = "/* sluice:primary */ select inet_server_port()";
+    assert_eq!(on(c.query_one(sql, &[]).await.unwrap()), p);
+    let row = c
+        .query_one(
+            "select inet_server_port(), nextval('s')::int from (select 1) x",
+            &[],
+        )
+        .await;
+    assert!(
+        row.is_err(),
+        "no sequence s: the statement ran (on the primary) and failed"
+    );
+    // A whole transaction on the primary.
+    let tx = "begin; select 1; commit";
+    c.batch_execute(tx).await.unwrap();
+    // A read-only transaction on the replica, once it has the session's writes.
+    replica.wait_caught_up(&primary).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    c.batch_execute("begin read only").await.unwrap();
+    assert_eq!(port(&c).await.unwrap(), r);
+    c.batch_execute("commit").await.unwrap();
+    drop(h);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_reads_your_writes_and_without_it_reads_stale() {
+    let primary = PgServer::start().expect("primary");
+    let replica = primary.start_replica().expect("replica");
+    let pw = primary.password().to_owned();
+    let h = sluice(&split_config(&primary, &replica, &pw)).await;
+    eventually(addr(&h, "rw"), &pw, |_, _| true).await;
+    primary.psql("postgres", "create table t (n int)").unwrap();
+    replica.wait_caught_up(&primary).unwrap();
+    replica.pause_replay(true).unwrap();
+    // With read-your-writes: every read after a write sees it, though the replica
+    // replays nothing.
+    let c = connect(addr(&h, "split"), "postgres", &pw, "postgres")
+        .await
+        .unwrap();
+    for n in 1..=5 {
+        c.batch_execute("insert into t values (1)").await.unwrap();
+        assert_eq!(count(&c).await, n);
+    }
+    // Without it, the same session reads the paused replica: a stale read.
+    let s = connect(addr(&h, "stale"), "postgres", &pw, "postgres")
+        .await
+        .unwrap();
+    s.batch_execute("insert into t values (1)").await.unwrap();
+    assert_eq!(
+        count(&s).await,
+        0,
+        "the stale route read the paused replica"
+    );
+    replica.pause_replay(false).unwrap();
     drop(h);
 }

@@ -142,7 +142,14 @@ read_your_writes = "yes"
                 Some(30),
                 "read_your_writes_timeout: applies to route \"split\" only",
             ),
-            (Some(36), "route \"split\" is not available yet"),
+            (
+                Some(36),
+                "route \"split\" needs users Sluice logs in as itself",
+            ),
+            (
+                Some(36),
+                "needs a transaction-mode pool; pool \"default\" is not one",
+            ),
             (Some(37), "read_your_writes: expected true or false"),
         ],
     );

@@ -63,14 +63,25 @@ impl Tickets {
     }
 }
 
+/// What a session asks of the router besides its route.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Ask {
+    /// Turns round-robin.
+    pub ticket: usize,
+    /// Read-your-writes: only replicas that have replayed up to this position (a
+    /// position of the primary taken after the client's last write) may serve.
+    pub min_position: Option<u64>,
+}
+
 /// The server of `cluster` that a new server connection for `route` should go to.
-/// `ticket` turns round-robin; `in_use` tells the connections in use per server
-/// (least-connections).
+/// `in_use` tells the connections in use per server (least-connections). A `split`
+/// route here means its reads (the caller asks a read-write route for its writes): they
+/// fall back to the primary when no replica can serve.
 pub fn pick<'t>(
     route: &Route,
     topology: &'t Topology,
     cluster: &str,
-    ticket: usize,
+    ask: Ask,
     in_use: &dyn Fn(&str) -> usize,
 ) -> Result<&'t ServerView, NoRoute> {
     let c = topology
@@ -85,7 +96,11 @@ pub fn pick<'t>(
     }
     match route.kind {
         RouteKind::ReadWrite => writer(route.strategy, c),
-        RouteKind::ReadOnly | RouteKind::Split => reader(route.strategy, c, ticket, in_use),
+        RouteKind::ReadOnly => reader(route.strategy, c, ask, in_use),
+        RouteKind::Split => match reader(route.strategy, c, ask, in_use) {
+            Err(NoRoute::NoReplica) => writer(Strategy::FirstAvailable, c),
+            r => r,
+        },
     }
 }
 
@@ -111,12 +126,21 @@ fn writer(strategy: Strategy, c: &ClusterView) -> Result<&ServerView, NoRoute> {
 fn reader<'t>(
     strategy: Strategy,
     c: &'t ClusterView,
-    ticket: usize,
+    ask: Ask,
     in_use: &dyn Fn(&str) -> usize,
 ) -> Result<&'t ServerView, NoRoute> {
-    let fresh = |s: &&ServerView| match (s.lag, c.max_replica_lag) {
-        (Some(lag), Some(max)) => lag <= max,
-        _ => true,
+    let ticket = ask.ticket;
+    let fresh = |s: &&ServerView| {
+        let lag_ok = match (s.lag, c.max_replica_lag) {
+            (Some(lag), Some(max)) => lag <= max,
+            _ => true,
+        };
+        let has_writes = match (ask.min_position, s.position) {
+            (Some(min), Some(at)) => at >= min,
+            (Some(_), None) => false,
+            (None, _) => true,
+        };
+        lag_ok && has_writes
     };
     let eligible: Vec<&ServerView> = c
         .servers

@@ -13,6 +13,7 @@ fn server(name: &str, up: bool, role: Role, lag: Option<u64>) -> ServerView {
         lag: lag.map(Duration::from_secs),
         position: None,
         failed_once: false,
+        checked_at: None,
     }
 }
 
@@ -49,8 +50,15 @@ fn none(_: &str) -> usize {
     0
 }
 
+fn ask(ticket: usize) -> Ask {
+    Ask {
+        ticket,
+        min_position: None,
+    }
+}
+
 fn pick_name(r: &Route, t: &Topology, ticket: usize) -> Result<String, NoRoute> {
-    pick(r, t, "c", ticket, &none).map(|s| s.name.to_string())
+    pick(r, t, "c", ask(ticket), &none).map(|s| s.name.to_string())
 }
 
 use Role::{Primary, Replica, Unknown};
@@ -98,7 +106,7 @@ fn read_write_without_a_primary_waits() {
     );
     assert_eq!(pick_name(&rw(), &t, 0), Err(NoRoute::AllDown));
     assert!(matches!(
-        pick(&rw(), &t, "nope", 0, &none),
+        pick(&rw(), &t, "nope", ask(0), &none),
         Err(NoRoute::UnknownCluster)
     ));
 }
@@ -205,7 +213,7 @@ fn read_only_balances_over_fresh_replicas() {
     // least-connections: the replica with fewest in use, whatever the ticket.
     let load = |s: &str| if s == "r1" { 5 } else { 1 };
     for ticket in 0..4 {
-        let r = pick(&ro(Strategy::LeastConnections), &t, "c", ticket, &load).unwrap();
+        let r = pick(&ro(Strategy::LeastConnections), &t, "c", ask(ticket), &load).unwrap();
         assert_eq!(&*r.name, "r2");
     }
 }
@@ -275,7 +283,7 @@ fn every_route_against_every_state_never_picks_a_down_server() {
             let c = &t.clusters["c"];
             for r in &strategies {
                 for ticket in 0..3 {
-                    if let Ok(s) = pick(r, &t, "c", ticket, &none) {
+                    if let Ok(s) = pick(r, &t, "c", ask(ticket), &none) {
                         picks += 1;
                         assert!(s.up, "{r:?} picked a down server in {c:?}");
                         if discovers && r.kind == RouteKind::ReadWrite {
@@ -291,4 +299,36 @@ fn every_route_against_every_state_never_picks_a_down_server() {
         }
     }
     assert!(picks > 1000);
+}
+
+#[test]
+fn split_reads_fall_back_to_the_primary_and_wait_for_writes() {
+    let split = route(RouteKind::Split, Strategy::RoundRobin);
+    let mut r1 = server("r1", true, Replica, Some(0));
+    r1.position = Some(100);
+    let mut r2 = server("r2", true, Replica, Some(0));
+    r2.position = Some(200);
+    let mut p = server("p", true, Primary, None);
+    p.position = Some(250);
+    let t = topo(true, vec![p.clone(), r1.clone(), r2.clone()]);
+    let seen: Vec<String> = (0..2).map(|i| pick_name(&split, &t, i).unwrap()).collect();
+    assert_eq!(seen, ["r1", "r2"]);
+    // Read-your-writes: only a replica at or past the position serves.
+    let after = |min: u64, ticket| {
+        let a = Ask {
+            ticket,
+            min_position: Some(min),
+        };
+        pick(&split, &t, "c", a, &none).map(|s| s.name.to_string())
+    };
+    assert_eq!(after(150, 0), Ok("r2".into()));
+    assert_eq!(after(150, 1), Ok("r2".into()));
+    assert_eq!(
+        after(240, 0),
+        Ok("p".into()),
+        "no replica has it: the primary"
+    );
+    // No replica at all: the primary.
+    let t = topo(true, vec![p, server("r", true, Replica, Some(60))]);
+    assert_eq!(pick_name(&split, &t, 0), Ok("p".into()));
 }

@@ -75,7 +75,11 @@ pub async fn route_target(
     let in_use = |name: &str| in_use(shared, config, name);
     let server = loop {
         let topology = shared.topology.load();
-        match crate::router::pick(want.route, &topology, cluster, ticket, &in_use) {
+        let ask = crate::router::Ask {
+            ticket,
+            min_position: None,
+        };
+        match crate::router::pick(want.route, &topology, cluster, ask, &in_use) {
             Ok(s) => match config.servers.get(&*s.name) {
                 Some(server) => break server,
                 None => return Err(no_route(NoRoute::UnknownCluster, cluster, None)),

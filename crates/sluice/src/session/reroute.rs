@@ -3,20 +3,40 @@
 //! topology changed and the router now picks another server (a failover, a replica
 //! gone or back), the session's next server connection comes from the pool of the same
 //! user, database and shaping parameters on that server.
+//!
+//! On a `split` route the question is asked for every transaction (or statement outside
+//! one) with what it is about to run: writes to the primary, reads to a replica. With
+//! read-your-writes, once a session's write has committed its reads go only to replicas
+//! that have replayed it: the checker's first look at the primary after the commit gives
+//! a position the write is below; a replica whose replay position has reached it has the
+//! write. Until then (under one health interval), and with no such replica, reads go to
+//! the primary, which always has it.
 
 use super::plan::{Want, in_use, pool_on, target_for};
 use crate::backend::Target;
 use crate::pool::{Pool, PoolConn, PoolKey, Pools};
+use crate::router::Ask;
 use crate::shared::Shared;
-use sluice_config::Listener;
+use crate::topology::{Role, Topology};
+use sluice_config::{Listener, Route, RouteKind};
+use sluice_sql::Class;
 use std::sync::Arc;
+use std::time::Instant;
 
-/// Where a session's route stands: the topology generation its pool was chosen at, and
-/// its own round-robin ticket (so that it stays on one replica while nothing changes).
+/// Where a session's route stands.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RouteMark {
+    /// The topology generation its pool was chosen at.
     pub generation: u64,
+    /// Its own round-robin ticket (so that it stays on one replica while nothing
+    /// changes).
     pub ticket: usize,
+    /// Split: its last transaction went to the primary as a write.
+    wrote: bool,
+    /// Split: when its last write was known to have ended, and the primary's position
+    /// that covers it once the checker has looked after that moment.
+    written_at: Option<Instant>,
+    min_position: Option<u64>,
 }
 
 impl RouteMark {
@@ -25,7 +45,58 @@ impl RouteMark {
         RouteMark {
             generation: shared.topology.load().generation,
             ticket: shared.tickets.last(&listener.name),
+            ..RouteMark::default()
         }
+    }
+
+    /// The session gave its server connection back: a write it ran there is over.
+    pub fn released(&mut self) {
+        if std::mem::take(&mut self.wrote) {
+            self.written_at = Some(Instant::now());
+            self.min_position = None;
+        }
+    }
+
+    /// Split: what the next transaction, which starts with a statement of `class`,
+    /// asks of the router: its route, and the position a replica must have.
+    fn ask(
+        &mut self,
+        route: &Route,
+        class: Class,
+        topology: &Topology,
+        cluster: &str,
+    ) -> (Route, Ask) {
+        // The session holds no connection: a write not yet counted as over (it ran on a
+        // shared connection) is over now.
+        self.released();
+        let ask = Ask {
+            ticket: self.ticket,
+            min_position: None,
+        };
+        if class == Class::Write {
+            self.wrote = true;
+            return (Route::default(), ask);
+        }
+        if !route.read_your_writes {
+            return (route.clone(), ask);
+        }
+        if let Some(at) = self.written_at
+            && self.min_position.is_none()
+        {
+            let primary = topology.clusters.get(cluster).and_then(|c| c.primary());
+            match primary {
+                Some(p) if p.checked_at.is_some_and(|c| c > at) && p.position.is_some() => {
+                    self.min_position = p.position;
+                }
+                // Not known yet which replicas have the write: the primary has it.
+                _ => return (Route::default(), ask),
+            }
+        }
+        let ask = Ask {
+            min_position: self.min_position,
+            ..ask
+        };
+        (route.clone(), ask)
     }
 }
 
@@ -33,32 +104,42 @@ impl RouteMark {
 /// not `pool`: None when nothing changed, when no server can take the route now (the
 /// lease then fails or waits as it would), or when `pool` cannot open connections by
 /// itself (a pass-through pool only grows by logins: such a session stays, and learns
-/// its server is gone from the error). `retarget` points the pool's opener at the new
-/// server.
+/// its server is gone from the error). `class`: what the session is about to run
+/// (split routes only). `retarget` points the pool's opener at the new server.
 pub fn reroute<C: PoolConn>(
     shared: &Shared,
     listener: &Listener,
-    pools: &Pools<C>,
-    pool: &Arc<Pool<C>>,
+    (pools, pool): (&Pools<C>, &Arc<Pool<C>>),
     mark: &mut RouteMark,
+    class: Class,
     retarget: impl FnOnce(&C::Opener, Target) -> C::Opener,
 ) -> Option<Arc<Pool<C>>> {
     let topology = shared.topology.load();
-    if topology.generation == mark.generation {
+    let split = listener.route.kind == RouteKind::Split;
+    if topology.generation == mark.generation && !split {
         return None;
     }
     mark.generation = topology.generation;
+    let (route, ask) = if split {
+        mark.ask(&listener.route, class, &topology, &listener.cluster)
+    } else {
+        let ask = Ask {
+            ticket: mark.ticket,
+            min_position: None,
+        };
+        (listener.route.clone(), ask)
+    };
     let config = shared.config.load_full();
     let uses = |name: &str| in_use(shared, &config, name);
-    let picked = crate::router::pick(
-        &listener.route,
-        &topology,
-        &listener.cluster,
-        mark.ticket,
-        &uses,
-    )
-    .ok()?;
+    let picked = crate::router::pick(&route, &topology, &listener.cluster, ask, &uses).ok()?;
     let server = config.servers.get(&*picked.name)?;
+    if split && picked.role == Role::Primary && class != Class::Write {
+        tracing::trace!(server = %picked.name, "split: a read on the primary");
+    }
+    let addr = format!("{}:{}", server.host, server.port);
+    if addr == pool.key.server {
+        return None;
+    }
     let pool_cfg = config.pool_for(listener);
     let want = Want {
         route: &listener.route,
@@ -69,9 +150,6 @@ pub fn reroute<C: PoolConn>(
     };
     let mut target = target_for(shared, &config, server, &want);
     target.statement_timeout = pool_cfg.query_timeout;
-    if target.addr() == pool.key.server {
-        return None;
-    }
     let opener = pool.opener()?;
     let key = PoolKey {
         server: target.addr(),

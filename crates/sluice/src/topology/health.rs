@@ -63,6 +63,7 @@ impl Checker {
         let mut failures = 0u32;
         let mut delay = Delay::default();
         loop {
+            let began = std::time::Instant::now();
             let check = probe::check(self.server.protocol, &self.target, &self.creds, &mut conn);
             let found = match tokio::time::timeout(h.timeout, check).await {
                 Ok(Ok(found)) => Ok(found),
@@ -81,6 +82,7 @@ impl Checker {
                         v.role = found.role;
                         v.lag = lag;
                         v.position = found.position;
+                        v.checked_at = Some(began);
                     });
                 }
                 Err(why) => {

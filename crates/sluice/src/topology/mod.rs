@@ -46,6 +46,9 @@ pub struct ServerView {
     /// The server has been down at least once since Sluice started (`next-available`
     /// does not go back to it).
     pub failed_once: bool,
+    /// When the last good check began (its `position` is at least what the server had
+    /// at that moment).
+    pub checked_at: Option<std::time::Instant>,
 }
 
 /// One cluster: its servers in the order of `servers`.
@@ -104,6 +107,7 @@ impl Topology {
                         lag: None,
                         position: None,
                         failed_once: false,
+                        checked_at: None,
                     })
                     .collect();
                 let view = ClusterView {

@@ -247,9 +247,19 @@ impl Relay {
     }
 
     /// Idle, and the server sent nothing unasked.
-    /// Between transactions: the route asked again (see session/reroute.rs).
-    fn reroute(&mut self) {
+    /// Between transactions: the route asked again (see session/reroute.rs), with what
+    /// the client is about to run when its route splits reads from writes.
+    fn reroute(&mut self, cmd: u8, len: usize) {
         let s = &mut self.s;
+        let class = match self.io.cbuf.get(5..4 + len) {
+            Some(sql)
+                if cmd == consts::COM_QUERY
+                    && s.ctx.cfg.route.kind == sluice_config::RouteKind::Split =>
+            {
+                sluice_sql::classify(sql, sluice_sql::Dialect::MySql)
+            }
+            _ => sluice_sql::Class::Write,
+        };
         let retarget = |op: &crate::backend::mysql::Opener, target| crate::backend::mysql::Opener {
             target,
             creds: op.creds.clone(),
@@ -257,16 +267,17 @@ impl Relay {
             caps: op.caps,
             charset: op.charset,
         };
-        let pools = &self.shared.my.pools;
+        let pools = (&self.shared.my.pools, &s.pool);
         let cfg = &s.ctx.cfg;
-        if let Some(p) = crate::session::reroute::reroute(
+        let next = crate::session::reroute::reroute(
             &self.shared,
             cfg,
             pools,
-            &s.pool,
             &mut s.route,
+            class,
             retarget,
-        ) {
+        );
+        if let Some(p) = next {
             s.pool = p;
         }
     }
@@ -300,6 +311,7 @@ impl Relay {
             tracing::trace!(client = self.s.id, server = l.conn.id, "release");
             l.put_back();
             self.s.sync_kill();
+            self.s.route.released();
         }
     }
 
@@ -402,7 +414,7 @@ impl Relay {
             return Ok(Cmd::Consumed);
         };
         if self.s.mode == PoolMode::Transaction && self.s.lease.is_none() && self.at_rest() {
-            self.reroute();
+            self.reroute(cmd, len);
         }
         let kill = match self.kill_target(cmd, len) {
             super::kill::Kill::NotOurs => None,

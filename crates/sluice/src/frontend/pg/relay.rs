@@ -365,6 +365,7 @@ impl Relay {
             // (which waits for a cancel already on its way).
             self.s.sync_cancel();
             l.put_back();
+            self.s.route.released();
         }
     }
 

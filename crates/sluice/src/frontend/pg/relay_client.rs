@@ -113,20 +113,34 @@ impl Relay {
         Ok(None)
     }
 
-    /// Between transactions: the route asked again (see session/reroute.rs).
-    fn reroute(&mut self) {
+    /// Between transactions: the route asked again (see session/reroute.rs), with what
+    /// the client is about to run when its route splits reads from writes.
+    fn reroute(&mut self, tag: u8, body: &[u8]) {
         let s = &mut self.s;
+        let class = if s.ctx.cfg.route.kind == sluice_config::RouteKind::Split {
+            let sql = match tag {
+                fe::QUERY => msg::query_text(body),
+                fe::PARSE => msg::parse(body).map(|(_, q, _)| q),
+                fe::BIND => msg::bind(body).and_then(|(_, name, _)| self.stmts.query(name)),
+                _ => None,
+            };
+            sql.map_or(sluice_sql::Class::Write, |q| {
+                sluice_sql::classify(q, sluice_sql::Dialect::Postgres)
+            })
+        } else {
+            sluice_sql::Class::Write
+        };
         let shared = &self.shared;
         let retarget = |op: &crate::backend::pg::Opener, target| crate::backend::pg::Opener {
             target,
             params: op.params.clone(),
             creds: op.creds.clone(),
         };
-        let pools = &shared.pg.pools;
+        let pools = (&shared.pg.pools, &s.pool);
         let cfg = &s.ctx.cfg;
-        if let Some(p) =
-            crate::session::reroute::reroute(shared, cfg, pools, &s.pool, &mut s.route, retarget)
-        {
+        let next =
+            crate::session::reroute::reroute(shared, cfg, pools, &mut s.route, class, retarget);
+        if let Some(p) = next {
             s.pool = p;
         }
     }
@@ -198,7 +212,7 @@ impl Relay {
             && self.muxed.is_none()
             && self.tracker.is_idle()
         {
-            self.reroute();
+            self.reroute(tag, body);
         }
         if self.skip_to_sync {
             if tag == fe::SYNC {

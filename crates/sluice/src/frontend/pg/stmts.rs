@@ -106,6 +106,11 @@ impl Statements {
         Some(st.clone())
     }
 
+    /// The text of the client's statement `name`.
+    pub fn query(&self, name: &[u8]) -> Option<&[u8]> {
+        self.map.get(name).map(|s| &s.query[..])
+    }
+
     pub fn insert(&mut self, name: Bytes, stmt: Rc<Stmt>) {
         self.map.insert(name, stmt);
     }

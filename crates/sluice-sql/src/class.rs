@@ -1,0 +1,228 @@
+//! Read or write: where a statement may run on a route that splits them. One pass over
+//! the tokens, no parse. Anything not known to be a read is a write: DML, DDL, `SELECT
+//! ... FOR UPDATE / FOR SHARE / LOCK IN SHARE MODE / INTO`, `LOCK`, `CALL`, functions
+//! with side effects or that read state of the connection (nextval, advisory locks,
+//! GET_LOCK, LAST_INSERT_ID, ...), several statements in one string. A leading comment
+//! `/* sluice:primary */` or `/* sluice:replica */` overrides the verdict.
+
+use crate::lex::{Dialect, Token, Tokens};
+
+/// Where a statement may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// Anywhere: a replica will do.
+    Read,
+    /// On the primary.
+    Write,
+    /// Starts a read-only transaction, which may run wholly on one replica.
+    ReadOnlyTransaction,
+}
+
+/// Words whose statements only read.
+const READS: [&str; 8] = [
+    "select", "with", "values", "table", "show", "explain", "describe", "desc",
+];
+
+/// Functions that change something, take a lock, or read what a connection did.
+const SIDE_EFFECTS: [&str; 24] = [
+    "nextval",
+    "setval",
+    "currval",
+    "lastval",
+    "set_config",
+    "pg_notify",
+    "txid_current",
+    "pg_current_xact_id",
+    "pg_advisory_lock",
+    "pg_advisory_lock_shared",
+    "pg_try_advisory_lock",
+    "pg_try_advisory_lock_shared",
+    "pg_advisory_xact_lock",
+    "pg_try_advisory_xact_lock",
+    "pg_advisory_unlock",
+    "pg_advisory_unlock_all",
+    "get_lock",
+    "release_lock",
+    "release_all_locks",
+    "is_used_lock",
+    "last_insert_id",
+    "found_rows",
+    "row_count",
+    "lo_import",
+];
+
+/// Words that, anywhere in a read, make it a write (a data-changing CTE, a locking
+/// clause, SELECT ... INTO).
+const WRITE_WORDS: [&str; 8] = [
+    "insert", "update", "delete", "merge", "into", "for", "lock", "analyze",
+];
+
+/// Where `sql` may run.
+pub fn classify(sql: &[u8], dialect: Dialect) -> Class {
+    if let Some(hint) = hint(sql) {
+        return hint;
+    }
+    let mut tokens = Tokens::new_in(sql, dialect).peekable();
+    let Some(first) = tokens.next() else {
+        return Class::Write;
+    };
+    if first.is("begin") || first.is("start") {
+        return transaction(tokens);
+    }
+    if !READS.iter().any(|w| first.is(w)) {
+        return Class::Write;
+    }
+    let mut ended = false;
+    while let Some(t) = tokens.next() {
+        if ended {
+            // A second statement: not looked into.
+            return Class::Write;
+        }
+        match t {
+            Token::Semicolon => ended = true,
+            Token::Word(_) if WRITE_WORDS.iter().any(|w| t.is(w)) => return Class::Write,
+            Token::Word(_)
+                if SIDE_EFFECTS.iter().any(|w| t.is(w))
+                    && tokens.peek() == Some(&Token::Punct(b'(')) =>
+            {
+                return Class::Write;
+            }
+            _ => {}
+        }
+    }
+    Class::Read
+}
+
+/// BEGIN / START TRANSACTION: read-only if it says so.
+fn transaction<'a>(tokens: impl Iterator<Item = Token<'a>>) -> Class {
+    let mut prev_read = false;
+    for t in tokens {
+        if t == Token::Semicolon {
+            break;
+        }
+        if prev_read && t.is("only") {
+            return Class::ReadOnlyTransaction;
+        }
+        prev_read = t.is("read");
+    }
+    Class::Write
+}
+
+/// A leading `/* sluice:primary */` or `/* sluice:replica */`.
+fn hint(sql: &[u8]) -> Option<Class> {
+    let s = sql.trim_ascii_start();
+    let body = s.strip_prefix(b"/*")?;
+    let end = memchr::memmem::find(body, b"*/")?;
+    let words = body[..end].trim_ascii();
+    match words {
+        b"sluice:primary" => Some(Class::Write),
+        b"sluice:replica" => Some(Class::Read),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pg(s: &str) -> Class {
+        classify(s.as_bytes(), Dialect::Postgres)
+    }
+
+    fn my(s: &str) -> Class {
+        classify(s.as_bytes(), Dialect::MySql)
+    }
+
+    #[test]
+    fn reads() {
+        for s in [
+            "select 1",
+            "SELECT * FROM t WHERE id = $1",
+            "  select a from t join u using (id);",
+            "with x as (select 1) select * from x",
+            "values (1), (2)",
+            "table t",
+            "show search_path",
+            "explain select 1",
+            "select 'insert into t values (1)', \"update\" from t",
+            "select count(*) from orders -- for update",
+            "/* sluice:replica */ insert into t values (1)",
+            "select pg_sleep(0)",
+        ] {
+            assert_eq!(pg(s), Class::Read, "{s}");
+        }
+        for s in [
+            "SELECT * FROM `t`",
+            "SHOW TABLES",
+            "DESCRIBE t",
+            "select `lock` from t",
+        ] {
+            assert_eq!(my(s), Class::Read, "{s}");
+        }
+    }
+
+    #[test]
+    fn writes() {
+        for s in [
+            "insert into t values (1)",
+            "update t set a = 1",
+            "delete from t",
+            "create table t (a int)",
+            "drop table t",
+            "select * from t for update",
+            "select * from t for no key update",
+            "select * from t for share",
+            "select * into t2 from t",
+            "with d as (delete from t returning *) select * from d",
+            "select nextval('s')",
+            "select currval('s')",
+            "select pg_advisory_lock(1)",
+            "select set_config('a.b', 'c', false)",
+            "explain analyze select 1",
+            "lock table t",
+            "call p()",
+            "copy t from stdin",
+            "set search_path = x",
+            "select 1; select 2",
+            "begin",
+            "begin isolation level serializable",
+            "start transaction",
+            "/* sluice:primary */ select 1",
+            "",
+            "vacuum",
+        ] {
+            assert_eq!(pg(s), Class::Write, "{s}");
+        }
+        for s in [
+            "SELECT GET_LOCK('a', 1)",
+            "SELECT RELEASE_LOCK('a')",
+            "SELECT LAST_INSERT_ID()",
+            "SELECT LAST_INSERT_ID(5)",
+            "SELECT * FROM t LOCK IN SHARE MODE",
+            "SELECT a INTO @x FROM t",
+            "SELECT * FROM t INTO OUTFILE '/tmp/x'",
+            "REPLACE INTO t VALUES (1)",
+            "SELECT FOUND_ROWS()",
+        ] {
+            assert_eq!(my(s), Class::Write, "{s}");
+        }
+    }
+
+    #[test]
+    fn read_only_transactions() {
+        for s in [
+            "begin read only",
+            "BEGIN TRANSACTION READ ONLY",
+            "start transaction read only",
+            "START TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+        ] {
+            assert_eq!(pg(s), Class::ReadOnlyTransaction, "{s}");
+        }
+        assert_eq!(
+            my("START TRANSACTION READ ONLY"),
+            Class::ReadOnlyTransaction
+        );
+        assert_eq!(pg("begin read write"), Class::Write);
+        assert_eq!(pg("begin isolation level read committed"), Class::Write);
+    }
+}
