@@ -6,6 +6,8 @@
 #   scripts/bench-server.sh pg PORT [MAX_CONNECTIONS]
 #       PostgreSQL (the installed major version), trust auth on 127.0.0.1,
 #       database "bench"; max_connections default 1200
+#   scripts/bench-server.sh pg-replica PORT PRIMARY_PORT [MAX_CONNECTIONS]
+#       a streaming replica of the "pg" server on PRIMARY_PORT (waits for it)
 #   scripts/bench-server.sh mariadb PORT [MAX_CONNECTIONS] [HS_PORT]
 #       MariaDB, root@127.0.0.1 without a password, database "bench";
 #       max_connections default 1200; with HS_PORT also the reference
@@ -34,6 +36,11 @@ case "$kind" in
         SL_PG_HOST_AUTH=trust SL_PG_PORT_WANTED=$port \
             sl_pg_start_throwaway "" "max_connections = $max"
         sl_pg_admin -c "CREATE DATABASE bench"
+        ;;
+    pg-replica)
+        (($# >= 3)) || usage
+        sl_wait_port 127.0.0.1 "$3" 120 || sl_die "no primary on port $3"
+        SL_PG_PORT_WANTED=$port sl_pg_start_replica "$3" "max_connections = ${4:-1200}"
         ;;
     mariadb)
         max=${3:-1200} hs=${4:-}

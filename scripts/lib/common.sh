@@ -209,7 +209,9 @@ sl_pg_start_throwaway() {
     # pollute per-query CPU numbers).
     cat >"$dir/data/pg_hba.conf" <<EOF
 local all all trust
+local replication all trust
 host  all all 127.0.0.1/32 ${SL_PG_HOST_AUTH:-scram-sha-256}
+host  replication all 127.0.0.1/32 ${SL_PG_HOST_AUTH:-scram-sha-256}
 EOF
     sl_defer "runuser -u postgres -- '$SL_PGBIN/pg_ctl' -D '$dir/data' -m immediate -w -t 30 stop"
     runuser -u postgres -- "$SL_PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null ||
@@ -219,6 +221,37 @@ EOF
     SL_PG_DIR=$dir
     SL_PG_SOCKDIR=$dir
     sl_log "throwaway PostgreSQL $("$SL_PGBIN/postgres" -V | awk '{print $3}') on 127.0.0.1:$port (data $dir/data)"
+}
+
+# sl_pg_start_replica PRIMARY_PORT [CONF_LINE...]: a streaming replica of the
+# throwaway primary on 127.0.0.1:PRIMARY_PORT (trust auth for replication, as
+# SL_PG_HOST_AUTH=trust gives): pg_basebackup -R with a replication slot, the
+# same settings, a port of its own (SL_PG_PORT_WANTED, else a free one). Sets
+# SL_PG_PORT and SL_PG_DIR. Stopped and deleted at exit.
+sl_pg_start_replica() {
+    local primary=$1; shift
+    local dir port line
+    dir="$(mktemp -d /tmp/sluice-script-pg.XXXXXX)"
+    sl_defer "rm -rf '$dir'"
+    chown postgres: "$dir"
+    chmod 700 "$dir"
+    port="${SL_PG_PORT_WANTED:-$(sl_free_port)}"
+    runuser -u postgres -- "$SL_PGBIN/pg_basebackup" -h 127.0.0.1 -p "$primary" -U postgres \
+        -D "$dir/data" -R -X stream -C -S "replica_$port" >"$dir/basebackup.log" 2>&1 ||
+        { cat "$dir/basebackup.log" >&2; sl_die "pg_basebackup from port $primary failed"; }
+    {
+        echo "# added by scripts/lib/common.sh (replica)"
+        echo "port = $port"
+        echo "unix_socket_directories = '$dir'"
+        echo "hot_standby_feedback = on"
+        for line in "$@"; do echo "$line"; done
+    } >>"$dir/data/postgresql.conf"
+    sl_defer "runuser -u postgres -- '$SL_PGBIN/pg_ctl' -D '$dir/data' -m immediate -w -t 30 stop"
+    runuser -u postgres -- "$SL_PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null ||
+        { tail -n 30 "$dir/server.log" >&2; sl_die "replica PostgreSQL did not start"; }
+    SL_PG_PORT=$port
+    SL_PG_DIR=$dir
+    sl_log "PostgreSQL replica of 127.0.0.1:$primary on 127.0.0.1:$port (data $dir/data)"
 }
 
 # sl_pg_admin SQL...: run SQL as superuser over the throwaway cluster's socket,
