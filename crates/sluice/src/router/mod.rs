@@ -142,14 +142,16 @@ fn reader<'t>(
         };
         lag_ok && has_writes
     };
-    let eligible: Vec<&ServerView> = c
-        .servers
-        .iter()
-        .filter(|s| s.up)
-        .filter(|s| !c.discovers || s.role == Role::Replica)
-        .filter(fresh)
-        .collect();
-    if eligible.is_empty() {
+    // No allocation: a split route asks this for every statement.
+    let eligible = || {
+        c.servers
+            .iter()
+            .filter(|s| s.up)
+            .filter(|s| !c.discovers || s.role == Role::Replica)
+            .filter(fresh)
+    };
+    let n = eligible().count();
+    if n == 0 {
         return match strategy {
             Strategy::RoundRobinWithFallback if !c.split_brain() => {
                 c.primary().ok_or(NoRoute::NoReplica)
@@ -157,12 +159,13 @@ fn reader<'t>(
             _ => Err(NoRoute::NoReplica),
         };
     }
-    let n = eligible.len();
     let chosen = match strategy {
-        Strategy::LeastConnections => (0..n)
-            .map(|i| eligible[(ticket + i) % n])
+        Strategy::LeastConnections => eligible()
+            .cycle()
+            .skip(ticket % n)
+            .take(n)
             .min_by_key(|s| in_use(&s.name)),
-        _ => Some(eligible[ticket % n]),
+        _ => eligible().nth(ticket % n),
     };
     chosen.ok_or(NoRoute::NoReplica)
 }

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Where a session's route stands.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct RouteMark {
     /// The topology generation its pool was chosen at.
     pub generation: u64,
@@ -37,6 +37,9 @@ pub struct RouteMark {
     /// that covers it once the checker has looked after that moment.
     written_at: Option<Instant>,
     min_position: Option<u64>,
+    /// Split: the server the session's pool is on, as the router names it, with its
+    /// address (a repeated pick of the same server costs no lookup).
+    on: Option<(Arc<str>, String)>,
 }
 
 impl RouteMark {
@@ -114,7 +117,7 @@ pub fn reroute<C: PoolConn>(
     class: Class,
     retarget: impl FnOnce(&C::Opener, Target) -> C::Opener,
 ) -> Option<Arc<Pool<C>>> {
-    let topology = shared.topology.load();
+    let topology = shared.topology.snapshot();
     let split = listener.route.kind == RouteKind::Split;
     if topology.generation == mark.generation && !split {
         return None;
@@ -129,15 +132,23 @@ pub fn reroute<C: PoolConn>(
         };
         (listener.route.clone(), ask)
     };
-    let config = shared.config.load_full();
+    let config = shared.config.load();
     let uses = |name: &str| in_use(shared, &config, name);
     let picked = crate::router::pick(&route, &topology, &listener.cluster, ask, &uses).ok()?;
+    if mark
+        .on
+        .as_ref()
+        .is_some_and(|(name, addr)| *name == picked.name && *addr == pool.key.server)
+    {
+        return None;
+    }
     let server = config.servers.get(&*picked.name)?;
     if split && picked.role == Role::Primary && class != Class::Write {
         tracing::trace!(server = %picked.name, "split: a read on the primary");
     }
     let addr = format!("{}:{}", server.host, server.port);
     if addr == pool.key.server {
+        mark.on = Some((picked.name.clone(), addr));
         return None;
     }
     let pool_cfg = config.pool_for(listener);
@@ -166,5 +177,6 @@ pub fn reroute<C: PoolConn>(
         next.set_opener(Arc::new(retarget(&opener, target)));
     }
     tracing::debug!(from = %pool.key.server, to = %next.key.server, "session rerouted");
+    mark.on = Some((picked.name.clone(), next.key.server.clone()));
     Some(next)
 }

@@ -153,6 +153,11 @@ impl Topologies {
         self.current.load_full()
     }
 
+    /// The snapshot without taking a reference count (for the per-statement path).
+    pub fn snapshot(&self) -> arc_swap::Guard<Arc<Topology>> {
+        self.current.load()
+    }
+
     /// Publishes a new snapshot (the health checker only).
     pub(crate) fn publish(&self, t: Topology) {
         self.current.store(Arc::new(t));
