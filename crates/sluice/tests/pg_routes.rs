@@ -482,3 +482,101 @@ async fn split_reads_your_writes_and_without_it_reads_stale() {
     replica.pause_replay(false).unwrap();
     drop(h);
 }
+
+/// The dead primary during a write load: clients insert numbered rows through the
+/// read-write route and count what was acknowledged; after kill -9 and a promotion every
+/// acknowledged row is on the new primary (synchronous replication keeps them) and no
+/// row is there twice (nothing was sent again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_acknowledged_write_is_lost_or_repeated_across_a_failover() {
+    let mut primary = PgServer::start_with(sluice_testkit::PgOptions {
+        extra_conf: vec!["synchronous_standby_names = '*'".into()],
+        ..Default::default()
+    })
+    .expect("primary");
+    let replica = primary.start_replica().expect("replica");
+    let pw = primary.password().to_owned();
+    primary
+        .psql("postgres", "create table w (client int, seq int)")
+        .unwrap();
+    let text = config(
+        &[("a", primary.port()), ("b", replica.port())],
+        &pw,
+        "10s",
+        "round-robin",
+    );
+    let h = sluice(&text).await;
+    let rw = addr(&h, "rw");
+    eventually(rw, &pw, |_, _| true).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for client in 0..4i32 {
+        let (stop, pw) = (stop.clone(), pw.clone());
+        writers.push(tokio::spawn(async move {
+            let mut acked = Vec::new();
+            let mut conn = None;
+            let mut seq = 0i32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if conn.is_none() {
+                    conn = connect(rw, "postgres", &pw, "postgres").await.ok();
+                    if conn.is_none() {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                }
+                seq += 1;
+                let sql = "insert into w values ($1, $2)";
+                let c = conn.as_ref().expect("connected above");
+                match c.execute(sql, &[&client, &seq]).await {
+                    Ok(_) => acked.push(seq),
+                    // Unknown whether it committed: never sent again.
+                    Err(_) => conn = None,
+                }
+            }
+            (client, acked)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    primary.kill();
+    replica.promote().unwrap();
+    // The new primary has no standby of its own: it commits alone (the base backup copied
+    // synchronous_standby_names; an HA manager turns it off the same way).
+    replica
+        .psql(
+            "postgres",
+            "alter system set synchronous_standby_names = ''; select pg_reload_conf()",
+        )
+        .unwrap();
+    // Writes resume on the new primary.
+    let new_primary = i32::from(replica.port());
+    eventually(rw, &pw, |port, in_recovery| {
+        port == new_primary && !in_recovery
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let c = connect(rw, "postgres", &pw, "postgres").await.unwrap();
+    let mut total = 0;
+    for w in writers {
+        let (client, acked) = w.await.unwrap();
+        total += acked.len();
+        let rows = c
+            .query("select seq from w where client = $1", &[&client])
+            .await
+            .unwrap();
+        let there: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+        let set: std::collections::BTreeSet<i32> = there.iter().copied().collect();
+        assert_eq!(
+            set.len(),
+            there.len(),
+            "client {client}: a row is there twice"
+        );
+        let lost: Vec<&i32> = acked.iter().filter(|s| !set.contains(s)).collect();
+        assert!(
+            lost.is_empty(),
+            "client {client}: acknowledged rows lost: {lost:?}"
+        );
+    }
+    assert!(total > 20, "the load ran ({total} acknowledged writes)");
+    drop(h);
+}
