@@ -114,13 +114,7 @@ impl PgServer {
     }
 
     fn try_start(root: &Path, opts: &PgOptions) -> Result<PgServer> {
-        let dir = tempfile::Builder::new()
-            .prefix(SERVER_DIR_PREFIX)
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .tempdir_in(root)
-            .with_context(|| format!("create a temp dir in {}", root.display()))?;
-        fs::write(dir.path().join(OWNER_FILE), owner_stamp()).context("write owner stamp")?;
-        chown_to_server_user(dir.path())?;
+        let dir = server_dir(root)?;
 
         let data = dir.path().join("data");
         create_data_dir(&data)?;
@@ -130,13 +124,7 @@ impl PgServer {
             None
         };
         let port = free_port();
-        let conf = server_conf(dir.path(), port, opts, ca.as_ref());
-        let conf_path = data.join("postgresql.conf");
-        fs::OpenOptions::new()
-            .append(true)
-            .open(&conf_path)
-            .and_then(|mut f| f.write_all(conf.as_bytes()))
-            .with_context(|| format!("append to {}", conf_path.display()))?;
+        append_conf(&data, &server_conf(dir.path(), port, opts, ca.as_ref()))?;
         let hba_path = data.join("pg_hba.conf");
         fs::write(&hba_path, hba_conf(opts)).context("write pg_hba.conf")?;
         chown_to_server_user(&hba_path)?;
@@ -446,6 +434,29 @@ impl Drop for PgServer {
         self.clear_stale_pidfile();
         // The TempDir field then deletes the directory.
     }
+}
+
+/// A new server directory under `root` (owned by the server user, stamped with its
+/// owner for the sweeper).
+pub(crate) fn server_dir(root: &Path) -> Result<TempDir> {
+    let dir = tempfile::Builder::new()
+        .prefix(SERVER_DIR_PREFIX)
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .tempdir_in(root)
+        .with_context(|| format!("create a temp dir in {}", root.display()))?;
+    fs::write(dir.path().join(OWNER_FILE), owner_stamp()).context("write owner stamp")?;
+    chown_to_server_user(dir.path())?;
+    Ok(dir)
+}
+
+/// Appends `conf` to the data directory's postgresql.conf.
+pub(crate) fn append_conf(data: &Path, conf: &str) -> Result<()> {
+    let conf_path = data.join("postgresql.conf");
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&conf_path)
+        .and_then(|mut f| f.write_all(conf.as_bytes()))
+        .with_context(|| format!("append to {}", conf_path.display()))
 }
 
 /// How long a start may take before it is declared failed.

@@ -2,16 +2,12 @@
 //! socket with a physical replication slot, started as a hot standby on a free port of
 //! its own, and the operations failover tests need (promote, pause replay).
 
-use std::fs;
-use std::io::Write;
-
 use anyhow::{Context, Result};
 
-use crate::pg::PgServer;
+use crate::pg::{PgServer, append_conf, server_dir};
 use crate::pg_conf::server_conf;
 use crate::pg_setup::{SUPERUSER, bins, check};
-use crate::process::{chown_to_server_user, server_command};
-use crate::reap::{OWNER_FILE, SERVER_DIR_PREFIX, owner_stamp};
+use crate::process::server_command;
 use crate::template::scratch_root;
 use crate::{free_port, tls};
 
@@ -26,14 +22,7 @@ impl PgServer {
     }
 
     fn try_start_replica(&self) -> Result<PgServer> {
-        let root = scratch_root();
-        let dir = tempfile::Builder::new()
-            .prefix(SERVER_DIR_PREFIX)
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .tempdir_in(&root)
-            .with_context(|| format!("create a temp dir in {}", root.display()))?;
-        fs::write(dir.path().join(OWNER_FILE), owner_stamp()).context("write owner stamp")?;
-        chown_to_server_user(dir.path())?;
+        let dir = server_dir(&scratch_root())?;
         let data = dir.path().join("data");
         let slot = format!("replica_{}", free_port());
         let out = server_command(&bins()?.bin("pg_basebackup"), dir.path())?
@@ -54,12 +43,7 @@ impl PgServer {
         let port = free_port();
         let mut conf = server_conf(dir.path(), port, &self.opts, ca.as_ref());
         conf.push_str("hot_standby_feedback = on\nwal_receiver_status_interval = 1s\n");
-        let conf_path = data.join("postgresql.conf");
-        fs::OpenOptions::new()
-            .append(true)
-            .open(&conf_path)
-            .and_then(|mut f| f.write_all(conf.as_bytes()))
-            .with_context(|| format!("append to {}", conf_path.display()))?;
+        append_conf(&data, &conf)?;
         let mut replica = PgServer {
             log: dir.path().join("postgres.log"),
             dir,

@@ -12,45 +12,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 fn config(servers: &[(&str, u16)], strategy: &str) -> String {
-    let mut t = String::from("[general]\nshutdown_timeout = \"2s\"\n");
-    for (name, port) in servers {
-        t.push_str(&format!(
-            "[servers.{name}]\nprotocol = \"mysql\"\nhost = \"127.0.0.1\"\nport = {port}\n"
-        ));
-    }
-    let names: Vec<String> = servers.iter().map(|(n, _)| format!("\"{n}\"")).collect();
-    t.push_str(&format!(
-        r#"
-[clusters.main]
-servers = [{}]
-health_interval = "100ms"
-health_failures = 2
-max_replica_lag = "5s"
-health_user = "monitor"
-health_password = "monitor-pw"
-
-[pools.session]
-mode = "session"
-size = 10
-wait_timeout = "1500ms"
-
-[listeners.rw]
-protocol = "mysql"
-address = "127.0.0.1:0"
-cluster = "main"
-pool = "session"
-
-[listeners.ro]
-protocol = "mysql"
-address = "127.0.0.1:0"
-cluster = "main"
-pool = "session"
-route = "read-only"
-strategy = "{strategy}"
-"#,
-        names.join(", ")
-    ));
-    t
+    common::routes_config("mysql", servers, ("monitor", "monitor-pw"), "5s", strategy)
 }
 
 /// The port of the server a new client of `a` lands on, and whether it is read-only.

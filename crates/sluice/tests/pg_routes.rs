@@ -15,46 +15,7 @@ use std::time::{Duration, Instant};
 /// A config with the given servers (name, port) in one cluster checked as the
 /// superuser, a read-write listener `rw` and a read-only listener `ro`.
 fn config(servers: &[(&str, u16)], pw: &str, lag: &str, strategy: &str) -> String {
-    let mut t = String::from("[general]\nshutdown_timeout = \"2s\"\n");
-    for (name, port) in servers {
-        t.push_str(&format!(
-            "[servers.{name}]\nprotocol = \"postgres\"\nhost = \"127.0.0.1\"\nport = {port}\n"
-        ));
-    }
-    let names: Vec<String> = servers.iter().map(|(n, _)| format!("\"{n}\"")).collect();
-    t.push_str(&format!(
-        r#"
-[clusters.main]
-servers = [{}]
-health_interval = "100ms"
-health_timeout = "1s"
-health_failures = 2
-max_replica_lag = "{lag}"
-health_user = "postgres"
-health_password = "{pw}"
-
-[pools.session]
-mode = "session"
-size = 10
-wait_timeout = "1500ms"
-
-[listeners.rw]
-protocol = "postgres"
-address = "127.0.0.1:0"
-cluster = "main"
-pool = "session"
-
-[listeners.ro]
-protocol = "postgres"
-address = "127.0.0.1:0"
-cluster = "main"
-pool = "session"
-route = "read-only"
-strategy = "{strategy}"
-"#,
-        names.join(", ")
-    ));
-    t
+    common::routes_config("postgres", servers, ("postgres", pw), lag, strategy)
 }
 
 /// The port of the server a new client of `a` lands on, and whether it is a replica.

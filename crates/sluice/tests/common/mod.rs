@@ -346,3 +346,57 @@ pub fn tls_client_config(ca: &std::path::Path) -> std::sync::Arc<rustls::ClientC
     .with_no_client_auth();
     std::sync::Arc::new(cfg)
 }
+
+/// Sluice config text for the routing tests: `servers` (name, port) speaking `protocol`
+/// in cluster `main`, checked every 100 ms as `health` (user, password), replicas further
+/// behind than `lag` kept from reads; a session pool (wait 1.5 s), a read-write listener
+/// `rw` and a read-only listener `ro` with `strategy`.
+pub fn routes_config(
+    protocol: &str,
+    servers: &[(&str, u16)],
+    health: (&str, &str),
+    lag: &str,
+    strategy: &str,
+) -> String {
+    let mut t = String::from("[general]\nshutdown_timeout = \"2s\"\n");
+    for (name, port) in servers {
+        t.push_str(&format!(
+            "[servers.{name}]\nprotocol = \"{protocol}\"\nhost = \"127.0.0.1\"\nport = {port}\n"
+        ));
+    }
+    let names: Vec<String> = servers.iter().map(|(n, _)| format!("\"{n}\"")).collect();
+    let (user, pw) = health;
+    t.push_str(&format!(
+        r#"
+[clusters.main]
+servers = [{}]
+health_interval = "100ms"
+health_timeout = "1s"
+health_failures = 2
+max_replica_lag = "{lag}"
+health_user = "{user}"
+health_password = "{pw}"
+
+[pools.session]
+mode = "session"
+size = 10
+wait_timeout = "1500ms"
+
+[listeners.rw]
+protocol = "{protocol}"
+address = "127.0.0.1:0"
+cluster = "main"
+pool = "session"
+
+[listeners.ro]
+protocol = "{protocol}"
+address = "127.0.0.1:0"
+cluster = "main"
+pool = "session"
+route = "read-only"
+strategy = "{strategy}"
+"#,
+        names.join(", ")
+    ));
+    t
+}
