@@ -153,8 +153,8 @@ async fn transaction_mode_sessions_follow_a_promotion() {
 }
 
 /// Split on MySQL: reads on the replica, writes on the primary, and after a write the
-/// session's reads on the primary (MariaDB positions are not compared yet: the
-/// primary always has the write).
+/// session's reads where the write is: the primary until the replica's applied GTID
+/// has passed it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn split_sends_reads_to_the_replica_and_writes_to_the_primary() {
     let (primary, replica) = servers();
@@ -187,5 +187,27 @@ async fn split_sends_reads_to_the_replica_and_writes_to_the_primary() {
         .await
         .unwrap();
     assert_eq!(at, Some(p));
+    // With the replica applying nothing, the session's read after its write goes to
+    // the primary; once the replica has applied it, to the replica again.
+    replica.pause_replay(true).unwrap();
+    c.query_drop("INSERT INTO s VALUES (2)").await.unwrap();
+    let at: Option<u16> = c.query_first("SELECT @@port").await.unwrap();
+    assert_eq!(at, Some(p), "the replica has not applied the write");
+    replica.pause_replay(false).unwrap();
+    replica.wait_caught_up(&primary).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let at: Option<u16> = c.query_first("SELECT @@port").await.unwrap();
+        if at == Some(r) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "reads never went back to the replica"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let n: Option<i64> = c.query_first("SELECT COUNT(*) FROM s").await.unwrap();
+    assert_eq!(n, Some(2));
     drop(h);
 }

@@ -115,20 +115,24 @@ fn parse_pg(v: &str) -> Option<Found> {
 }
 
 async fn my_check(c: &mut mysql::ServerConn) -> Result<Found> {
-    let rows = c.status_rows(b"SELECT @@read_only").await?;
-    let read_only = rows
-        .first()
-        .and_then(|r| r.first())
-        .and_then(|v| v.as_deref())
-        .is_some_and(|v| v != b"0");
+    let rows = c
+        .status_rows(b"SELECT @@read_only, @@gtid_binlog_pos, @@gtid_slave_pos")
+        .await?;
+    let field = |i: usize| {
+        rows.first()
+            .and_then(|r| r.get(i))
+            .and_then(|v| v.as_deref())
+    };
+    let read_only = field(0).is_some_and(|v| v != b"0");
     if !read_only {
         return Ok(Found {
             role: Role::Primary,
             lag: None,
-            position: None,
+            position: field(1).and_then(gtid_seq),
             received: None,
         });
     }
+    let position = field(2).and_then(gtid_seq);
     // A replica's delay: the largest Seconds_Behind_Master of its replication
     // connections; unknown (NULL: a thread stopped) counts as too far behind.
     let lag = match c.named_rows(b"SHOW ALL SLAVES STATUS").await {
@@ -150,9 +154,23 @@ async fn my_check(c: &mut mysql::ServerConn) -> Result<Found> {
     Ok(Found {
         role: Role::Replica,
         lag,
-        position: None,
+        position,
         received: None,
     })
+}
+
+/// A MariaDB GTID position as one number: the sequence number of its only replication
+/// domain (`0-1-123` is 123; empty, nothing replicated yet, is 0). Several domains have
+/// no single order: None, and read-your-writes then reads from the primary.
+fn gtid_seq(v: &[u8]) -> Option<u64> {
+    let v = std::str::from_utf8(v).ok()?.trim();
+    if v.is_empty() {
+        return Some(0);
+    }
+    if v.contains(',') {
+        return None;
+    }
+    v.rsplit('-').next()?.parse().ok()
 }
 
 #[cfg(test)]
@@ -172,5 +190,13 @@ mod tests {
             (Role::Replica, Some(100), Some(250))
         );
         assert!(parse_pg("nonsense").is_none());
+    }
+
+    #[test]
+    fn gtid_positions() {
+        assert_eq!(gtid_seq(b"0-1-123"), Some(123));
+        assert_eq!(gtid_seq(b""), Some(0));
+        assert_eq!(gtid_seq(b"0-1-5,1-2-7"), None);
+        assert_eq!(gtid_seq(b"junk"), None);
     }
 }
