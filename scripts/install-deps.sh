@@ -59,6 +59,9 @@ have_glob '/usr/share/postgresql/*/extension/pgcrypto.control' || missing+=(post
 command -v mariadb >/dev/null 2>&1 || missing+=(mariadb-client)
 command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
 command -v sysbench >/dev/null 2>&1 || missing+=(sysbench)
+# A real HA manager for the routing tests: Patroni with etcd as its store.
+command -v patroni >/dev/null 2>&1 || missing+=(patroni)
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 { command -v pg_config >/dev/null 2>&1 && have_glob '/usr/include/postgresql/libpq-fe.h'; } \
     || missing+=(libpq-dev)
 # mysqlclient (the MySQL driver suite) builds against the MariaDB C client

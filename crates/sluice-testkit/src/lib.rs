@@ -55,6 +55,7 @@
 mod mariadb;
 mod mariadb_replica;
 mod mariadb_setup;
+mod patroni;
 mod pg;
 mod pg_conf;
 mod pg_replica;
@@ -69,6 +70,7 @@ use std::net::TcpListener;
 use std::sync::Mutex;
 
 pub use mariadb::{MariaDbOptions, MariaDbServer};
+pub use patroni::PatroniCluster;
 pub use pg::{PgAuth, PgOptions, PgServer};
 
 /// Returns a TCP port on 127.0.0.1 that was free a moment ago: binds port 0,
