@@ -211,3 +211,33 @@ async fn split_sends_reads_to_the_replica_and_writes_to_the_primary() {
     assert_eq!(n, Some(2));
     drop(h);
 }
+
+/// A primary demoted in place (read_only on, the replica promoted beside it): a
+/// session-mode client of the read-write route is told at its next statement and its
+/// next connection reaches the new primary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_on_a_demoted_primary_is_ended() {
+    let (primary, replica) = servers();
+    let (p, r) = (primary.port(), replica.port());
+    let h = sluice(&config(&[("p", p), ("r", r)], "round-robin")).await;
+    let rw = addr(&h, "rw");
+    eventually(rw, |port, _| port == p).await;
+    let mut c = mysql_async::Conn::new(opts(rw, APP_USER, APP_PW, Some("test")))
+        .await
+        .unwrap();
+    let at: Option<u16> = c.query_first("SELECT @@port").await.unwrap();
+    assert_eq!(at, Some(p));
+    primary.sql("SET GLOBAL read_only = ON;").unwrap();
+    replica.promote().unwrap();
+    // The checker sees both changes within a few intervals.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    match c.query_first::<u16, _>("SELECT @@port").await {
+        Err(mysql_async::Error::Server(e)) => {
+            assert_eq!(e.code, 1053, "{e:?}");
+            assert!(e.message.contains("no longer the primary"), "{e:?}");
+        }
+        other => panic!("the session went on on the demoted primary: {other:?}"),
+    }
+    assert_eq!(eventually(rw, |port, _| port == r).await, (r, false));
+    drop(h);
+}

@@ -180,3 +180,53 @@ pub fn reroute<C: PoolConn>(
     mark.on = Some((picked.name.clone(), next.key.server.clone()));
     Some(next)
 }
+
+/// Session mode, between transactions, when the topology moved: whether the server the
+/// session holds is still where its read-write route goes. A primary demoted in place
+/// (MariaDB `read_only` turned on, a replica promoted beside it) or claimed by two
+/// servers at once is not: the session ends, and the client's next connection reaches
+/// the new primary. Other routes keep their server while it is up.
+pub fn still_routed(
+    shared: &Shared,
+    listener: &Listener,
+    mark: &mut RouteMark,
+    addr: &str,
+) -> bool {
+    let topology = shared.topology.snapshot();
+    if topology.generation == mark.generation || listener.route.kind != RouteKind::ReadWrite {
+        return true;
+    }
+    mark.generation = topology.generation;
+    let Some(cluster) = topology
+        .clusters
+        .get(&listener.cluster)
+        .filter(|c| c.discovers)
+    else {
+        return true;
+    };
+    let config = shared.config.load();
+    let at = |name: &str| {
+        config
+            .servers
+            .get(name)
+            .is_some_and(|s| format!("{}:{}", s.host, s.port) == addr)
+    };
+    let Some(view) = cluster.servers.iter().find(|v| at(&v.name)) else {
+        return true;
+    };
+    // Down or unknown: the connection itself will tell.
+    !(view.up && view.role == Role::Replica || cluster.split_brain())
+}
+
+/// The error that ends a session whose server is no longer its route's (see
+/// [`still_routed`]).
+pub fn demoted(listener: &Listener, addr: &str) -> crate::error::Error {
+    crate::error::Error::new(
+        crate::error::Kind::Shutdown,
+        crate::error::Side::Server,
+        format!(
+            "the server at {addr} is no longer the primary of cluster \"{}\"; reconnect to reach the new one",
+            listener.cluster
+        ),
+    )
+}

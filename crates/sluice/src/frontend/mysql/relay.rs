@@ -416,6 +416,19 @@ impl Relay {
         if self.s.mode == PoolMode::Transaction && self.s.lease.is_none() && self.at_rest() {
             self.reroute(cmd, len);
         }
+        if self.s.mode == PoolMode::Session
+            && self.at_rest()
+            && !self.in_transaction()
+            && !crate::session::reroute::still_routed(
+                &self.shared,
+                &self.s.ctx.cfg,
+                &mut self.s.route,
+                &self.s.pool.key.server,
+            )
+        {
+            let e = crate::session::reroute::demoted(&self.s.ctx.cfg, &self.s.pool.key.server);
+            return Err(End::Failed(e));
+        }
         let kill = match self.kill_target(cmd, len) {
             super::kill::Kill::NotOurs => None,
             super::kill::Kill::Answered => return Ok(Cmd::Consumed),

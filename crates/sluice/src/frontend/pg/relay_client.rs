@@ -214,6 +214,19 @@ impl Relay {
         {
             self.reroute(tag, body);
         }
+        if !self.tx_mode()
+            && self.tracker.is_idle()
+            && self.status == b'I'
+            && !crate::session::reroute::still_routed(
+                &self.shared,
+                &self.s.ctx.cfg,
+                &mut self.s.route,
+                &self.s.pool.key.server,
+            )
+        {
+            let e = crate::session::reroute::demoted(&self.s.ctx.cfg, &self.s.pool.key.server);
+            return Err(e);
+        }
         if self.skip_to_sync {
             if tag == fe::SYNC {
                 self.skip_to_sync = false;
