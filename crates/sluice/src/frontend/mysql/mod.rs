@@ -10,6 +10,7 @@ mod login;
 mod muxed;
 mod passthrough;
 mod relay;
+mod route;
 mod rsa;
 mod state;
 mod stmts;

@@ -10,6 +10,7 @@ mod relay;
 mod relay_client;
 mod relay_server;
 mod replay;
+mod route;
 mod startup;
 mod stmts;
 
