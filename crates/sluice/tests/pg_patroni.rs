@@ -45,7 +45,7 @@ async fn follows_a_switchover_and_a_killed_leader() {
     let h = sluice(&text).await;
     let rw = addr(&h, "rw");
     let leader = cluster.leader().expect("a leader");
-    primary_on(rw, |p| p == ports[leader], Duration::from_secs(15)).await;
+    primary_on(rw, |p| p == ports[leader], Duration::from_secs(30)).await;
 
     // A planned switchover: Sluice follows within an interval or two.
     let candidate = (leader + 1) % 3;
@@ -55,12 +55,12 @@ async fn follows_a_switchover_and_a_killed_leader() {
         .await
         .expect("join")
         .expect("switchover");
-    primary_on(rw, |p| p == ports[candidate], Duration::from_secs(30)).await;
+    primary_on(rw, |p| p == ports[candidate], Duration::from_secs(60)).await;
 
     // The leader crashes: Patroni elects another once its key expires (ttl 20 s).
     let mut cluster = std::sync::Arc::try_unwrap(c).expect("one owner");
     cluster.kill(candidate);
-    let new = primary_on(rw, |p| p != ports[candidate], Duration::from_secs(60)).await;
+    let new = primary_on(rw, |p| p != ports[candidate], Duration::from_secs(90)).await;
     assert!(ports.contains(&new));
     let c = connect(rw, "postgres", "", "postgres").await.unwrap();
     c.batch_execute("create table after_patroni (n int)")

@@ -208,6 +208,8 @@ async fn a_session_losing_its_server_wakes_the_checker() {
     eventually(rw, &pw, |_, _| true).await;
     let c = connect(rw, "postgres", &pw, "postgres").await.unwrap();
     primary.kill();
+    // The client's next statement meets the dead server connection (however Sluice
+    // learns it: a read of EOF, a failed write).
     assert!(c.simple_query("select 1").await.is_err());
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Known down: the client waits for a primary (wait_timeout), it is not sent to a

@@ -170,13 +170,24 @@ impl Topologies {
     }
 
     /// A client's session on the server at `addr` ended with `e`: if that says the
-    /// server may be gone (refused, reset, closed, shut down), check it now rather than
-    /// at the next interval.
+    /// server may be gone (refused, reset, closed, shut down, any I/O error), check it
+    /// now rather than at the next interval.
     pub fn suspect(&self, addr: &str, e: &crate::error::Error) {
         use crate::error::{Kind, Side};
-        let gone = matches!(e.kind, Kind::ServerGone | Kind::Shutdown)
-            || e.kind == Kind::Io && e.side == Side::Server;
-        if let Some(n) = self.wake.get(addr).filter(|_| gone) {
+        // An I/O error on either socket may be the server's (a failed write to it is
+        // Internal): a needless check costs one query, a missed one a whole interval.
+        let gone = matches!(
+            e.kind,
+            Kind::ServerGone | Kind::Shutdown | Kind::Desync | Kind::Io
+        ) || e.side == Side::Server;
+        if gone {
+            self.check_now(addr);
+        }
+    }
+
+    /// Checks the server at `addr` now (it closed a client's connection by itself).
+    pub fn check_now(&self, addr: &str) {
+        if let Some(n) = self.wake.get(addr) {
             n.notify_one();
         }
     }

@@ -622,7 +622,10 @@ impl Relay {
                 );
                 queue_error(&mut self.io.to_client, 0, &e);
             }
-            End::ClientLeft | End::Closed => {}
+            // The server closed the connection (or an idle timeout passed): the server
+            // may be going away.
+            End::Closed => self.shared.topology.check_now(&self.s.pool.key.server),
+            End::ClientLeft => {}
         }
         if !matches!(end, End::ClientLeft) {
             self.io.flush_client_now().await;

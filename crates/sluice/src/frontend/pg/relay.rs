@@ -389,7 +389,9 @@ impl Relay {
                 );
                 self.client_error(Severity::Fatal, &e);
             }
-            End::ClientLeft | End::Terminated | End::ServerClosed => {}
+            // The server closed the connection by itself: it may be going away.
+            End::ServerClosed => self.shared.topology.check_now(&self.s.pool.key.server),
+            End::ClientLeft | End::Terminated => {}
         }
         if !matches!(end, End::ClientLeft) {
             self.io.flush_client_now().await;
