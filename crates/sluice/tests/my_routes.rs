@@ -173,6 +173,8 @@ async fn split_sends_reads_to_the_replica_and_writes_to_the_primary() {
         .unwrap();
     let at: Option<u16> = c.query_first("SELECT @@port").await.unwrap();
     assert_eq!(at, Some(r), "a read goes to the replica");
+    let at: Option<u16> = c.exec_first("SELECT @@port", ()).await.unwrap();
+    assert_eq!(at, Some(r), "a prepared read goes to the replica");
     let at: Option<u16> = c
         .query_first("/* sluice:primary */ SELECT @@port")
         .await
@@ -180,6 +182,11 @@ async fn split_sends_reads_to_the_replica_and_writes_to_the_primary() {
     assert_eq!(at, Some(p), "a hint overrides");
     c.query_drop("CREATE TABLE s (n INT)").await.unwrap();
     c.query_drop("INSERT INTO s VALUES (1)").await.unwrap();
+    // A prepared write runs on the primary (the replica is read-only: it would fail).
+    c.exec_drop("INSERT INTO s VALUES (?)", (10,))
+        .await
+        .unwrap();
+    c.query_drop("DELETE FROM s WHERE n = 10").await.unwrap();
     let n: Option<i64> = c.query_first("SELECT COUNT(*) FROM s").await.unwrap();
     assert_eq!(n, Some(1), "the session reads its own write");
     let at: Option<u16> = c

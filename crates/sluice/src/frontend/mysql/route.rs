@@ -33,13 +33,18 @@ impl Relay {
     /// the client is about to run when its route splits reads from writes.
     fn reroute(&mut self, cmd: u8, len: usize) {
         let s = &mut self.s;
-        let class = match self.io.cbuf.get(5..4 + len) {
-            Some(sql)
-                if cmd == consts::COM_QUERY
-                    && s.ctx.cfg.route.kind == sluice_config::RouteKind::Split =>
-            {
-                sluice_sql::classify(sql, sluice_sql::Dialect::MySql)
-            }
+        let split = s.ctx.cfg.route.kind == sluice_config::RouteKind::Split;
+        let payload = self.io.cbuf.get(4..4 + len).unwrap_or_default();
+        let classify = |sql: &[u8]| sluice_sql::classify(sql, sluice_sql::Dialect::MySql);
+        let class = match cmd {
+            _ if !split => sluice_sql::Class::Write,
+            consts::COM_QUERY => classify(payload.get(1..).unwrap_or_default()),
+            // A prepare changes nothing: any server can describe the statement.
+            consts::COM_STMT_PREPARE => sluice_sql::Class::Read,
+            // An execute runs where its text says (the client's statement, by its id).
+            consts::COM_STMT_EXECUTE => super::state::stmt_id(payload)
+                .and_then(|id| self.stmts.map.get(&id))
+                .map_or(sluice_sql::Class::Write, |st| classify(&st.sql)),
             _ => sluice_sql::Class::Write,
         };
         let retarget = |op: &crate::backend::mysql::Opener, target| crate::backend::mysql::Opener {
