@@ -60,7 +60,7 @@ pub fn context(
         ),
     };
     Ok(ListenerCtx {
-        cfg: l.clone(),
+        cfg: std::sync::Arc::new(l.clone()),
         tls,
         clients: Default::default(),
         mysql: mysql.clone(),

@@ -4,7 +4,6 @@
 pub mod hs;
 pub mod mysql;
 pub mod pg;
-pub mod pump;
 
 /// A client connection just accepted, handed to its protocol's frontend.
 pub struct Accepted {
@@ -36,7 +35,7 @@ pub async fn admit_then_relay<S, C, A, R>(
 
 /// What a frontend needs to know about the listener a client came in on.
 pub struct ListenerCtx {
-    pub cfg: sluice_config::Listener,
+    pub cfg: std::sync::Arc<sluice_config::Listener>,
     pub tls: Option<tokio_rustls::TlsAcceptor>,
     pub clients: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// What the MySQL frontend's clients share, the same for every MySQL listener.

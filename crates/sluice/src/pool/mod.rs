@@ -73,6 +73,13 @@ impl From<std::io::Error> for LoginError {
     }
 }
 
+/// A pooled server connection's socket and read buffer, as a session relays them.
+pub trait Duplex {
+    fn duplex(&mut self) -> (&mut crate::stream::Stream, &mut bytes::BytesMut);
+    /// Bytes the server sent that are not handled yet.
+    fn unread(&self) -> usize;
+}
+
 /// What a pool needs of a protocol's server connection. Each protocol's backend
 /// implements it; everything else about pooling is shared.
 pub trait PoolConn: Sized + Send + 'static {

@@ -3,9 +3,13 @@
 //! the pool mode, the transaction status and the ledger of what the client changed.
 
 pub mod cancel;
+pub mod driver;
 pub mod effects;
 pub mod ledger;
+pub mod mysql;
+pub mod pg;
 pub mod plan;
+pub mod pump;
 pub mod reroute;
 pub mod timeouts;
 

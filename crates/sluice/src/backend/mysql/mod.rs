@@ -138,6 +138,15 @@ impl ServerConn {
     }
 }
 
+impl crate::pool::Duplex for ServerConn {
+    fn duplex(&mut self) -> (&mut Stream, &mut BytesMut) {
+        (&mut self.stream, &mut self.rbuf)
+    }
+    fn unread(&self) -> usize {
+        self.rbuf.len()
+    }
+}
+
 impl crate::pool::PoolConn for ServerConn {
     type Opener = Opener;
     /// The server's greeting, as first seen (version, capabilities, charset).

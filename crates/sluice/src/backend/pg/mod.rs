@@ -312,6 +312,15 @@ pub struct Opener {
     pub creds: Credentials,
 }
 
+impl crate::pool::Duplex for ServerConn {
+    fn duplex(&mut self) -> (&mut Stream, &mut BytesMut) {
+        (&mut self.stream, &mut self.rbuf)
+    }
+    fn unread(&self) -> usize {
+        self.rbuf.len()
+    }
+}
+
 impl crate::pool::PoolConn for ServerConn {
     fn cancel_key(&self) -> Option<&std::sync::Arc<crate::cancel::ServerKey>> {
         Some(&self.key)

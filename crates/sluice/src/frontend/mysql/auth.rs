@@ -7,7 +7,7 @@
 //! credentials.
 
 use super::Client;
-use super::login::{Arrival, FirstConn, Session, finish, greet_client, read_client, send};
+use super::login::{Arrival, FirstConn, finish, greet_client, read_client, send};
 use crate::backend::mysql::Opener;
 use crate::backend::{Credentials, LoginError, Target};
 use crate::error::Error;
@@ -27,7 +27,7 @@ pub(super) async fn login(
     mut c: Client,
     config: Arc<Config>,
     target: Target,
-) -> Option<(Session, Client)> {
+) -> Option<(crate::session::mysql::Admitted, Client)> {
     let max = config.general.max_message_size;
     let hs = match server_greeting(&ctx.mysql, &target).await {
         Ok(h) => h,
@@ -103,12 +103,12 @@ pub(super) async fn login(
         lease: FirstConn::Pool(opener),
         routed,
     };
-    let (mut c, mut session) = finish(shared, ctx, c, arrival).await?;
+    let (mut c, (mut seat, session)) = finish(shared, ctx, c, arrival).await?;
     // A first server connection proves the server accepts this user and database; in
     // transaction mode, once the pool has one, logins need none.
-    if session.mode == PoolMode::Session || session.pool.counts().0 == 0 {
-        match session.pool.lease().await {
-            Ok(l) => session.lease = Some(l),
+    if seat.mode == PoolMode::Session || seat.pool.counts().0 == 0 {
+        match seat.pool.lease().await {
+            Ok(l) => seat.lease = Some(l),
             Err(LoginError::Server(err)) => {
                 let _ = send(&mut c.stream, seq, &err).await;
                 return None;
@@ -118,12 +118,14 @@ pub(super) async fn login(
                 return None;
             }
         }
-        if session.mode == PoolMode::Transaction
-            && let Some(l) = session.lease.take()
+        if seat.mode == PoolMode::Transaction
+            && let Some(l) = seat.lease.take()
         {
             l.put_back();
         }
-        session.sync_kill();
+        session
+            .kill
+            .set_server(seat.lease.as_ref().map(|l| l.conn.id));
     }
     let mut ok = Vec::new();
     resp::encode_ok(
@@ -136,7 +138,7 @@ pub(super) async fn login(
         b"",
     );
     send(&mut c.stream, seq, &ok).await.ok()?;
-    Some((session, c.start_compression()))
+    Some(((seat, session), c.start_compression()))
 }
 
 /// The message of error 1045, as a server words it.

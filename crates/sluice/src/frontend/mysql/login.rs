@@ -8,7 +8,8 @@ use super::Client;
 use crate::backend::mysql::{ServerConn, read_packet};
 use crate::error::{Error, Kind, Side};
 use crate::frontend::ListenerCtx;
-use crate::pool::{Lease, Pool};
+use crate::session::driver::Seat;
+use crate::session::mysql::{Admitted, Session};
 use crate::shared::Shared;
 use crate::stream::{Stream, write_all_flush};
 use bytes::{Bytes, BytesMut};
@@ -17,31 +18,6 @@ use sluice_wire_mysql::compress::{Algorithm, Framer, Role};
 use sluice_wire_mysql::handshake::{HandshakeResponse41, HandshakeV10, is_ssl_request};
 use sluice_wire_mysql::{consts, packet};
 use std::sync::Arc;
-
-/// Everything the relay needs about a logged-in client.
-pub struct Session {
-    pub mode: PoolMode,
-    pub pool: Arc<Pool<ServerConn>>,
-    pub lease: Option<Lease<ServerConn>>,
-    pub max_message: usize,
-    /// The connection id the client was told.
-    pub id: u32,
-    /// Capabilities agreed with the client.
-    pub caps: u64,
-    /// The client's entry for KILL.
-    pub kill: super::kill::Registration,
-    /// The listener the client came through (COM_CHANGE_USER logs in again there).
-    pub ctx: Arc<ListenerCtx>,
-    /// Where the client's route stands (transaction mode asks it again).
-    pub route: crate::session::reroute::RouteMark,
-}
-
-impl Session {
-    /// Tells KILL which server connection the client holds now.
-    pub fn sync_kill(&self) {
-        self.kill.set_server(self.lease.as_ref().map(|l| l.conn.id));
-    }
-}
 
 /// Capabilities that change what a server answers: every client of a pool has the same.
 const SHAPING_CAPS: u64 = consts::CLIENT_FOUND_ROWS
@@ -65,7 +41,7 @@ pub async fn login(
     shared: &Arc<Shared>,
     ctx: &Arc<ListenerCtx>,
     mut c: Client,
-) -> Option<(Session, Client)> {
+) -> Option<(Admitted, Client)> {
     let (config, target) = match crate::session::plan::target(shared, &ctx.cfg).await {
         Ok(t) => t,
         Err(e) => {
@@ -151,7 +127,7 @@ pub(super) async fn finish(
     ctx: &Arc<ListenerCtx>,
     mut c: Client,
     a: Arrival,
-) -> Option<(Client, Session)> {
+) -> Option<(Client, Admitted)> {
     let plan = match plan(
         shared,
         ctx,
@@ -180,24 +156,27 @@ pub(super) async fn finish(
         .mysql
         .clients
         .register(a.id, a.user.clone(), c.stream.tcp());
-    let mut session = Session {
+    let mut seat = Seat {
         mode: plan.mode,
+        cfg: ctx.cfg.clone(),
         pool: plan.pool.clone(),
         lease,
-        max_message: max,
-        id: a.id,
-        caps: a.client_caps,
-        kill,
-        ctx: ctx.clone(),
         route: crate::session::reroute::RouteMark::at_login(shared, &ctx.cfg),
+        max_message: max,
     };
-    if session.mode == PoolMode::Transaction
-        && let Some(l) = session.lease.take()
+    if seat.mode == PoolMode::Transaction
+        && let Some(l) = seat.lease.take()
     {
         l.put_back();
     }
-    session.sync_kill();
-    Some((c, session))
+    kill.set_server(seat.lease.as_ref().map(|l| l.conn.id));
+    let session = Session {
+        id: a.id,
+        caps: a.client_caps,
+        kill,
+        readmit: ctx.clone(),
+    };
+    Some((c, (seat, session)))
 }
 
 /// The user and database a HandshakeResponse41 names.

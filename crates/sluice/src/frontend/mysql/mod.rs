@@ -3,22 +3,16 @@
 //! router and pool, then hands the session to the relay loop.
 
 mod auth;
-mod change_user;
-mod clock;
-mod kill;
 mod login;
-mod muxed;
 mod passthrough;
-mod relay;
-mod route;
+mod readmit;
 mod rsa;
-mod state;
-mod stmts;
 
 use crate::error::{Error, Kind};
+use crate::session::mysql::errors::{queue_err, queue_error};
 use crate::stream::{Stream, send_with};
 use bytes::BytesMut;
-use sluice_wire_mysql::{consts, packet, resp};
+use sluice_wire_mysql::consts;
 use std::sync::Arc;
 
 /// What MySQL clients of one Sluice instance share: the servers' greetings (for
@@ -32,7 +26,7 @@ pub struct SharedState {
     pub sha2_cache: parking_lot::Mutex<std::collections::HashSet<String>>,
     pub rsa: std::sync::OnceLock<Option<rsa::RsaKey>>,
     /// Every client by the connection id Sluice gave it, for KILL.
-    pub clients: Arc<kill::Clients>,
+    pub clients: Arc<crate::session::mysql::kill::Clients>,
 }
 
 /// A client connection and the bytes read from it but not yet handled.
@@ -43,37 +37,6 @@ pub struct Client {
     pub caps: u64,
     /// The compressed protocol the client asked for, started once it is logged in.
     pub compress: Option<sluice_wire_mysql::compress::Framer>,
-}
-
-/// The MySQL error code and SQLSTATE a client sees for one of Sluice's errors.
-pub fn error_code(e: &Error) -> (u16, &'static str) {
-    if e.sqlstate == Some("08001") {
-        // No server can take the client's route (no primary, none healthy): what a
-        // client gets when it cannot reach a server.
-        return (consts::CR_CONN_HOST_ERROR, "HY000");
-    }
-    match e.kind {
-        Kind::Auth => (consts::ER_ACCESS_DENIED_ERROR, "28000"),
-        Kind::PoolTimeout => (consts::ER_CON_COUNT_ERROR, "08004"),
-        Kind::Protocol => (consts::ER_UNKNOWN_COM_ERROR, "08S01"),
-        Kind::Unsupported => (1235, "42000"),
-        Kind::Shutdown => (1053, "08S01"),
-        Kind::ServerGone | Kind::Desync | Kind::Io => (consts::CR_SERVER_LOST, "HY000"),
-    }
-}
-
-/// Queues an ERR packet for `e` with sequence id `seq`.
-pub fn queue_error(out: &mut BytesMut, seq: u8, e: &Error) {
-    let (code, state) = error_code(e);
-    queue_err(out, seq, code, state, &e.message);
-}
-
-pub fn queue_err(out: &mut BytesMut, seq: u8, code: u16, state: &str, msg: &str) {
-    let mut payload = Vec::new();
-    let state: &[u8; 5] = state.as_bytes().try_into().unwrap_or(b"HY000");
-    resp::encode_err(&mut payload, code, state, msg.as_bytes());
-    let mut seq = seq;
-    packet::write_packet(out, &mut seq, &payload);
 }
 
 impl Client {
@@ -110,13 +73,22 @@ impl Client {
 }
 
 pub async fn serve(a: crate::frontend::Accepted) {
-    crate::frontend::admit_then_relay(a.shared.clone(), || admit(a), relay::run).await;
+    crate::frontend::admit_then_relay(
+        a.shared.clone(),
+        || admit(a),
+        |shared, s, c: Client| crate::session::mysql::run(shared, s, c.stream, c.buf, c.caps),
+    )
+    .await;
 }
 
 /// Greeting and login: the logged-in client, or None when the connection ended here.
 async fn admit(
     a: crate::frontend::Accepted,
-) -> Option<(login::Session, Client, crate::shared::ClientSlot)> {
+) -> Option<(
+    crate::session::mysql::Admitted,
+    Client,
+    crate::shared::ClientSlot,
+)> {
     let mut client = Client {
         stream: Stream::Plain(a.tcp),
         buf: BytesMut::new(),

@@ -2,68 +2,18 @@
 //! (pass-through or against `[users]`), the first server connection, ParameterStatus,
 //! Sluice's own BackendKeyData, ReadyForQuery.
 
-use super::{Client, auth, replay};
-use crate::backend::pg::{Credentials, LoginError, Opener, ServerConn};
+use super::{Client, auth};
+use crate::backend::pg::{Credentials, LoginError, Opener};
 use crate::error::{Error, Kind, Side};
 use crate::frontend::ListenerCtx;
-use crate::pool::{Lease, Pool};
-use crate::session::cancel::Registration;
+use crate::session::driver::Seat;
+use crate::session::pg::{Admitted, Session, replay};
 use crate::shared::Shared;
 use crate::stream::write_all_flush;
 use bytes::{BufMut, BytesMut};
 use sluice_config::{AuthMethod, PoolMode, Secret};
 use sluice_wire_pg::encode;
-use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// Everything the relay needs about a logged-in client.
-pub struct Session {
-    pub mode: PoolMode,
-    pub pool: Arc<Pool<ServerConn>>,
-    pub lease: Option<Lease<ServerConn>>,
-    pub cancel: Registration,
-    /// Values of the server-reported parameters as this client has seen them (shared
-    /// with the clients that see the same; copied when this one's change).
-    pub client_params: Arc<BTreeMap<String, String>>,
-    /// Cached fingerprints of `client_params`, all its per-client parameters and those
-    /// that a Parse depends on (None when it changed).
-    pub client_fp: Option<(u64, u64)>,
-    pub max_message: usize,
-    /// The listener the client came through, and where its route stands.
-    pub ctx: Arc<ListenerCtx>,
-    pub route: crate::session::reroute::RouteMark,
-}
-
-impl Session {
-    /// Points the client's cancel key at the connection it holds (or at nothing).
-    pub fn sync_cancel(&self) {
-        self.cancel
-            .slot
-            .set(self.lease.as_ref().map(|l| l.key.clone()));
-    }
-
-    /// Fingerprint of the per-client parameters this client has seen.
-    pub fn params_fingerprint(&mut self) -> u64 {
-        self.fingerprints().0
-    }
-
-    /// Fingerprint of the parameters this client's statements are parsed under.
-    pub fn parse_fingerprint(&mut self) -> u64 {
-        self.fingerprints().1
-    }
-
-    fn fingerprints(&mut self) -> (u64, u64) {
-        if let Some(f) = self.client_fp {
-            return f;
-        }
-        let f = (
-            crate::backend::pg::params_fingerprint(&self.client_params),
-            crate::backend::pg::parse_fingerprint(&self.client_params),
-        );
-        self.client_fp = Some(f);
-        f
-    }
-}
 
 async fn fail(c: &mut Client, e: LoginError) {
     match e {
@@ -89,7 +39,7 @@ pub async fn login(
     c: &mut Client,
     mut params: Vec<(String, String)>,
     version: i32,
-) -> Option<Session> {
+) -> Option<Admitted> {
     let mut out = BytesMut::new();
     if version >> 16 != 3 {
         let e = Error::new(
@@ -276,23 +226,25 @@ pub async fn login(
         }
         return None;
     }
-    let mut session = Session {
+    let mut seat = Seat {
         mode: plan.mode,
+        cfg: ctx.cfg.clone(),
         pool,
         lease,
-        cancel,
-        client_params,
-        client_fp: None,
-        max_message: target.max_message,
-        ctx: ctx.clone(),
         route: crate::session::reroute::RouteMark::at_login(shared, &ctx.cfg),
+        max_message: target.max_message,
     };
-    if session.mode == PoolMode::Transaction
-        && let Some(mut l) = session.lease.take()
+    if seat.mode == PoolMode::Transaction
+        && let Some(mut l) = seat.lease.take()
     {
         l.stamps.last_used = std::time::Instant::now();
         l.put_back();
     }
-    session.sync_cancel();
-    Some(session)
+    cancel.slot.set(seat.lease.as_ref().map(|l| l.key.clone()));
+    let session = Session {
+        cancel,
+        client_params,
+        client_fp: None,
+    };
+    Some((seat, session))
 }

@@ -4,22 +4,12 @@
 
 mod auth;
 mod login;
-mod muxed;
-mod pids;
-mod relay;
-mod relay_client;
-mod relay_server;
-mod replay;
-mod route;
 mod startup;
-mod stmts;
 
 use crate::error::Error;
-use crate::shared::Shared;
-use crate::stream::{Stream, send_with, write_all_flush};
+use crate::stream::{Stream, send_with};
 use bytes::BytesMut;
 use sluice_wire_pg::encode::{self, Severity};
-use tokio::net::TcpStream;
 
 /// A client connection and the bytes read from it but not yet handled.
 pub struct Client {
@@ -39,14 +29,23 @@ impl Client {
 }
 
 pub async fn serve(a: crate::frontend::Accepted) {
-    crate::frontend::admit_then_relay(a.shared.clone(), || admit(a), relay::run).await;
+    crate::frontend::admit_then_relay(
+        a.shared.clone(),
+        || admit(a),
+        |shared, s, c: Client| crate::session::pg::run(shared, s, c.stream, c.buf),
+    )
+    .await;
 }
 
 /// Startup, cancel requests and login: the logged-in client, or None when the
 /// connection ended here.
 async fn admit(
     a: crate::frontend::Accepted,
-) -> Option<(login::Session, Client, crate::shared::ClientSlot)> {
+) -> Option<(
+    crate::session::pg::Admitted,
+    Client,
+    crate::shared::ClientSlot,
+)> {
     let (shared, ctx, slot) = (a.shared, a.ctx, a.slot);
     let stream = Stream::Plain(a.tcp);
     // A client that stalls during login (however slowly it trickles bytes) must not hold
@@ -81,7 +80,7 @@ async fn admit(
             pid,
             secret,
         } => {
-            cancel(&shared, pid, secret).await;
+            crate::session::pg::cancel::cancel(&shared, pid, secret).await;
             drop(stream);
             None
         }
@@ -106,47 +105,5 @@ async fn admit(
             };
             Some((session, client, slot))
         }
-    }
-}
-
-/// Sends a client's CancelRequest on to the server connection it is using now, and
-/// returns once the server has acted on it (closed the cancel connection), so the
-/// client's cancel connection, closed after this, ends when it would directly.
-async fn cancel(shared: &Shared, pid: i32, secret: i32) {
-    let Some(key) = shared.cancels.lookup(pid, secret) else {
-        tracing::debug!(pid, "cancel request for an unknown or idle client");
-        return;
-    };
-    let mut out = BytesMut::new();
-    encode::cancel_request(&mut out, key.pid, key.secret);
-    let connect = tokio::time::timeout(
-        std::time::Duration::from_secs(5),
-        TcpStream::connect(&*key.addr),
-    );
-    match connect
-        .await
-        .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
-    {
-        Ok(tcp) => {
-            // From here until the server has acted on the request, the connection runs
-            // nothing new (see cancel.rs). In transaction mode it may have gone to
-            // another client while connecting: cancel only if the client still uses it.
-            let _in_flight = key.cancelling();
-            if shared.cancels.lookup(pid, secret).as_ref() != Some(&key) {
-                return;
-            }
-            let mut s = Stream::Plain(tcp);
-            if let Err(e) = write_all_flush(&mut s, &out).await {
-                tracing::debug!(error = %e, "sending cancel failed");
-            }
-            // The server closes the connection once it has signalled the backend.
-            let mut b = [0u8; 1];
-            let _ = tokio::time::timeout(
-                std::time::Duration::from_secs(5),
-                tokio::io::AsyncReadExt::read(&mut s, &mut b),
-            )
-            .await;
-        }
-        Err(e) => tracing::debug!(error = %e, addr = %key.addr, "cancel: cannot reach server"),
     }
 }

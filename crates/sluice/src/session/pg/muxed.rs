@@ -3,7 +3,7 @@
 //! a client that holds no server connection and changed no session state goes to a
 //! shared connection, pipelined with other clients' (see `crate::mux`).
 
-use super::relay::Relay;
+use super::Relay;
 use crate::mux::{Answer, Mux, Refused};
 use sluice_wire_pg::encode;
 use sluice_wire_pg::msg::{self, fe};
@@ -14,14 +14,14 @@ impl Relay {
     /// connection held, nothing in flight, no session state changed.
     pub(super) fn may_share(&self) -> bool {
         self.tx_mode()
-            && self.s.lease.is_none()
+            && self.core.lease.is_none()
             && self.tracker.is_idle()
             && self.at_rest
             && self.status == b'I'
             && !self.ledger_in_tx
-            && self.ledger.sets.is_empty()
-            && !self.ledger.is_pinned()
-            && !self.io.shutting_down
+            && self.core.ledger.sets.is_empty()
+            && !self.core.ledger.is_pinned()
+            && !self.core.io.shutting_down
             && !self.skip_to_sync
     }
 
@@ -37,7 +37,7 @@ impl Relay {
         ];
         let first = sluice_sql::first_word(sql);
         FIRST.iter().any(|k| first.eq_ignore_ascii_case(k))
-            && self.shared.pg.effects.of(sql).is_none()
+            && self.core.shared.pg.effects.of(sql).is_none()
             && !sql.windows(6).any(|w| w.eq_ignore_ascii_case(b"notify"))
             && !sluice_sql::signal::mentioned(sql)
     }
@@ -64,7 +64,7 @@ impl Relay {
         if !self.may_share() {
             return None;
         }
-        let (frames, at) = round(buf, self.s.max_message)?;
+        let (frames, at) = round(buf, self.core.max_message)?;
         let mut query: Option<(&[u8], &[u8])> = None;
         for &(tag, body) in &frames {
             let unnamed = match tag {
@@ -105,7 +105,7 @@ impl Relay {
         if !self.may_share() {
             return None;
         }
-        let (frames, at) = round(buf, self.s.max_message)?;
+        let (frames, at) = round(buf, self.core.max_message)?;
         let (tag, body) = *frames.first()?;
         let (portal, name, rest) = msg::bind(body).filter(|_| tag == fe::BIND)?;
         if !portal.is_empty() || name.is_empty() {
@@ -114,7 +114,7 @@ impl Relay {
         // Describe of the portal only: the unnamed statement is not the client's here.
         let statement = |&(t, b): &(u8, &[u8])| t == fe::DESCRIBE && b.first() == Some(&b'S');
         let parsed_under = self.s.parse_fingerprint();
-        let pool = &self.s.pool;
+        let pool = &self.core.pool;
         let st = self
             .stmts
             .current(name, parsed_under, |h| pool.current_statement(h))?;
@@ -123,7 +123,7 @@ impl Relay {
         }
         let tail = &buf[5 + body.len()..at];
         let fp = self.s.params_fingerprint();
-        let queued = self.shared.pg.muxes.submit(&self.s.pool, fp, |q| {
+        let queued = self.core.shared.pg.muxes.submit(&self.core.pool, fp, |q| {
             if q.stmts.get(st.hash).is_none() {
                 if let Some((old, _)) = q.stmts.make_room(q.stmt_cap) {
                     q.stmts.closing(old);
@@ -154,7 +154,7 @@ impl Relay {
     /// Sends `frames` to a shared connection; the client waits for the answer.
     pub(super) fn share(&mut self, frames: &[u8], first: u8) -> bool {
         let fp = self.s.params_fingerprint();
-        let queued = self.shared.pg.muxes.submit(&self.s.pool, fp, |q| {
+        let queued = self.core.shared.pg.muxes.submit(&self.core.pool, fp, |q| {
             q.bytes.extend_from_slice(frames);
             first
         });
@@ -167,7 +167,7 @@ impl Relay {
         if let Some(key) = mux.cancel_key() {
             self.s.cancel.slot.set_gated(key, (mux, answer.clone()));
         }
-        self.muxed = Some(answer);
+        self.core.muxed = Some(answer);
         Some(())
     }
 }

@@ -33,7 +33,7 @@ pub struct Clients {
 
 /// Removes the client from the registry when its session ends.
 pub struct Registration {
-    clients: Arc<Clients>,
+    pub clients: Arc<Clients>,
     pub id: u32,
     pub entry: Arc<Registered>,
 }
@@ -211,10 +211,10 @@ pub(super) enum Kill {
     Server(String),
 }
 
-impl super::relay::Relay {
+impl super::Relay {
     /// A KILL naming one of Sluice's clients, mapped to the server connection it uses.
     pub(super) fn kill_target(&mut self, cmd: u8, len: usize) -> Kill {
-        let payload = &self.io.cbuf[4..4 + len];
+        let payload = &self.core.io.cbuf[4..4 + len];
         let asked = match cmd {
             consts::COM_PROCESS_KILL => super::state::stmt_id(payload).map(|id| (true, id)),
             consts::COM_QUERY => {
@@ -231,7 +231,7 @@ impl super::relay::Relay {
         let Some((connection, id)) = asked else {
             return Kill::NotOurs;
         };
-        let Some(target) = self.s.ctx.mysql.clients.get(id) else {
+        let Some(target) = self.s.kill.clients.get(id) else {
             return Kill::NotOurs;
         };
         // Killing another user's thread takes a privilege (SUPER, CONNECTION ADMIN)
@@ -284,7 +284,7 @@ impl super::relay::Relay {
         let mut ok = Vec::new();
         sluice_wire_mysql::resp::encode_ok(&mut ok, self.s.caps, 0, 0, self.status, 0, b"");
         let mut seq = 1;
-        packet::write_packet(&mut self.io.to_client, &mut seq, &ok);
+        packet::write_packet(&mut self.core.io.to_client, &mut seq, &ok);
         Kill::Answered
     }
 }

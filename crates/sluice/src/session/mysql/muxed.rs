@@ -5,10 +5,11 @@
 //! prepared there first (Sluice's own COM_STMT_PREPARE, queued like any command); the
 //! execute waits in the client's buffer for that answer, then goes.
 
-use super::relay::{Cmd, End, Relay};
 use super::state::{last_insert_id, reads_last_insert_id, stmt_id};
 use super::stmts::{close_packet, execute_payload, prepare_packet};
+use super::{Cmd, Relay};
 use crate::mux::{Mux, Refused};
+use crate::session::driver::End;
 use bytes::{Buf, BytesMut};
 use sluice_wire_mysql::{consts, packet};
 use std::sync::Arc;
@@ -43,30 +44,30 @@ impl Relay {
     }
 
     fn share(&mut self, cmd: u8, len: usize) -> Option<Result<Cmd, Refused>> {
-        let clean = self.ledger.sets.is_empty()
-            && !self.ledger.is_pinned()
+        let clean = self.core.ledger.sets.is_empty()
+            && !self.core.ledger.is_pinned()
             && !self.hold_once
             && self.origins.is_empty()
-            && !self.io.shutting_down
-            && self.s.lease.is_none()
+            && !self.core.io.shutting_down
+            && self.core.lease.is_none()
             && len < MAX_SHARED;
         if !clean {
             return None;
         }
-        let shared = self.shared.clone();
+        let shared = self.core.shared.clone();
         let muxes = &shared.my.muxes;
-        let payload = &self.io.cbuf[4..4 + len];
+        let payload = &self.core.io.cbuf[4..4 + len];
         let (queued, preparing) = match cmd {
             consts::COM_QUERY => {
                 let sql = &payload[1..];
                 if self.last_insert.is_some() && reads_last_insert_id(sql)
                     || !sluice_sql::surely_plain_in(sql, sluice_sql::Dialect::MySql)
-                    || self.shared.my.effects.of(sql).is_some()
+                    || self.core.shared.my.effects.of(sql).is_some()
                 {
                     return None;
                 }
-                let frame = &self.io.cbuf[..4 + len];
-                let queued = muxes.submit(&self.s.pool, 0, |q| {
+                let frame = &self.core.io.cbuf[..4 + len];
+                let queued = muxes.submit(&self.core.pool, 0, |q| {
                     q.bytes.extend_from_slice(frame);
                     consts::COM_QUERY
                 });
@@ -84,9 +85,9 @@ impl Relay {
                 }
                 self.note_execute(vid, len).ok()?;
                 let st = self.stmts.map.get(&vid)?;
-                let payload = &self.io.cbuf[4..4 + len];
+                let payload = &self.core.io.cbuf[4..4 + len];
                 let mut prepare = false;
-                let queued = muxes.submit(&self.s.pool, 0, |q| {
+                let queued = muxes.submit(&self.core.pool, 0, |q| {
                     let mut seq = 0;
                     if let Some(id) = q.stmts.get(st.hash) {
                         let out = execute_payload(st, payload, id);
@@ -118,7 +119,7 @@ impl Relay {
             Err(r) => return Some(Err(r)),
         };
         self.s.kill.set_muxed(Some((mux, answer.clone())));
-        self.muxed = Some(answer);
+        self.core.muxed = Some(answer);
         self.blocked = true;
         if preparing.is_some() {
             // The execute waits in the client buffer for the prepare's answer.
@@ -131,18 +132,18 @@ impl Relay {
     /// The client leased a connection for a command that could share one, and there
     /// was none: the connection becomes a shared one, and the command goes there.
     pub(super) fn offer_lease(&mut self, cmd: u8, len: usize) -> Option<Cmd> {
-        let lease = self.s.lease.take()?;
-        let shared = self.shared.clone();
-        match shared.my.muxes.start(&self.s.pool, 0, lease) {
+        let lease = self.core.lease.take()?;
+        let shared = self.core.shared.clone();
+        match shared.my.muxes.start(&self.core.pool, 0, lease) {
             Ok(_) => {
-                self.s.sync_kill();
+                self.sync_kill();
                 match self.try_mux(cmd, len) {
                     Sharing::Queued(c) => Some(c),
                     _ => None,
                 }
             }
             Err(lease) => {
-                self.s.lease = Some(lease);
+                self.core.lease = Some(lease);
                 None
             }
         }
@@ -150,17 +151,17 @@ impl Relay {
 
     /// The shared connection's answer to the client's statement (or to Sluice's prepare
     /// for it) is complete.
-    pub(super) async fn answered(
+    pub(super) async fn mux_answered(
         &mut self,
         done: Result<Vec<u8>, crate::error::Error>,
     ) -> Result<(), End> {
-        self.muxed = None;
+        self.core.muxed = None;
         self.s.kill.set_muxed(None);
         self.blocked = false;
         let head = done.map_err(End::Failed)?;
         if let Some(p) = self.preparing.take() {
             self.mux_prepared(p);
-            return self.on_client().await;
+            return self.on_client_packets().await;
         }
         let head = head.get(4..).unwrap_or_default();
         if head.first() == Some(&0) {
@@ -169,7 +170,7 @@ impl Relay {
                 self.last_insert = Some(id);
             }
         }
-        self.on_client().await
+        self.on_client_packets().await
     }
 
     /// Sluice's prepare on a shared connection is answered: the statement is known
@@ -192,10 +193,10 @@ impl Relay {
         if let Some((len, _)) = packet::header(&p.answer)
             && let Some(err) = p.answer.get(..4 + len)
         {
-            self.io.to_client.extend_from_slice(err);
+            self.core.io.to_client.extend_from_slice(err);
         }
-        if let Some((len, _)) = packet::header(&self.io.cbuf) {
-            self.io.cbuf.advance(4 + len);
+        if let Some((len, _)) = packet::header(&self.core.io.cbuf) {
+            self.core.io.cbuf.advance(4 + len);
         }
     }
 }

@@ -4,7 +4,7 @@
 //! connection carries state the client does not have), and which state pins the client
 //! (user variables, temporary tables, locks, prepared statements).
 
-use super::relay::{Origin, Relay};
+use super::{Origin, Relay};
 use crate::session::effects::Effects;
 use sluice_sql::Effect;
 use sluice_wire_mysql::codec::Reader;
@@ -16,7 +16,7 @@ impl Relay {
     pub(super) fn command_effects(&mut self, cmd: u8, payload: &[u8]) -> Effects {
         let body = payload.get(1..).unwrap_or_default();
         match cmd {
-            consts::COM_QUERY => self.shared.my.effects.of(body),
+            consts::COM_QUERY => self.core.shared.my.effects.of(body),
             consts::COM_INIT_DB => Some(Arc::new([Effect::Set {
                 name: "schema".into(),
                 sql: format!("USE `{}`", String::from_utf8_lossy(body).replace('`', "``")),
@@ -33,21 +33,21 @@ impl Relay {
         let cmd = if len == 0 {
             None
         } else {
-            self.io.cbuf.get(4).copied()
+            self.core.io.cbuf.get(4).copied()
         };
         if len >= packet::MAX_PAYLOAD
-            || self.io.cbuf.get(3) != Some(&0)
+            || self.core.io.cbuf.get(3) != Some(&0)
             || !matches!(cmd, Some(consts::COM_QUERY | consts::COM_STMT_PREPARE))
-            || self.s.mode == sluice_config::PoolMode::Session
+            || self.core.mode == sluice_config::PoolMode::Session
                 && self
-                    .s
+                    .core
                     .lease
                     .as_ref()
                     .is_some_and(|l| l.conn.id == self.s.id)
         {
             return len;
         }
-        let sql = &self.io.cbuf[5..4 + len];
+        let sql = &self.core.io.cbuf[5..4 + len];
         let dialect = sluice_sql::Dialect::MySql;
         let Some(new) = sluice_sql::session_id::rewrite(sql, dialect, self.s.id) else {
             return len;
@@ -55,14 +55,14 @@ impl Relay {
         if new.len() + 1 >= packet::MAX_PAYLOAD {
             return len;
         }
-        let rest = self.io.cbuf.split_off(4 + len);
-        self.io.cbuf.clear();
+        let rest = self.core.io.cbuf.split_off(4 + len);
+        self.core.io.cbuf.clear();
         let mut p = Vec::with_capacity(new.len() + 1);
         p.extend(cmd);
         p.extend_from_slice(&new);
         let mut seq = 0;
-        packet::write_packet(&mut self.io.cbuf, &mut seq, &p);
-        self.io.cbuf.unsplit(rest);
+        packet::write_packet(&mut self.core.io.cbuf, &mut seq, &p);
+        self.core.io.cbuf.unsplit(rest);
         p.len()
     }
 
@@ -92,25 +92,25 @@ impl Relay {
             self.origins.push_back(Origin::Injected);
         }
         let mut seq = 0;
-        packet::write_packet(&mut self.io.to_server, &mut seq, &p);
+        packet::write_packet(&mut self.core.io.to_server, &mut seq, &p);
     }
 
     /// Brings a server connection the client just got to the client's session state:
     /// queues Sluice's own commands before the client's.
     pub(super) fn replay(&mut self) {
-        let Some(lease) = self.s.lease.as_mut() else {
+        let Some(lease) = self.core.lease.as_mut() else {
             return;
         };
         let conn = &mut lease.conn;
-        if conn.applied == self.ledger.sets {
+        if conn.applied == self.core.ledger.sets {
             return;
         }
         let mut cmds: Vec<(u8, Vec<u8>)> = Vec::new();
-        let mut common = conn.applied.common_prefix(&self.ledger.sets);
+        let mut common = conn.applied.common_prefix(&self.core.ledger.sets);
         if conn
             .applied
             .from(common)
-            .any(|(k, _)| !self.ledger.sets.contains_key(k))
+            .any(|(k, _)| !self.core.ledger.sets.contains_key(k))
         {
             // The connection carries settings the client never made: start clean.
             cmds.push((consts::COM_RESET_CONNECTION, Vec::new()));
@@ -126,10 +126,10 @@ impl Relay {
             common = 0;
         }
         // The client's SETs past those in common, in the order it made them.
-        for (_, sql) in self.ledger.sets.from(common) {
+        for (_, sql) in self.core.ledger.sets.from(common) {
             cmds.push((consts::COM_QUERY, sql.as_bytes().to_vec()));
         }
-        conn.applied = self.ledger.sets.clone();
+        conn.applied = self.core.ledger.sets.clone();
         for (cmd, body) in cmds {
             self.inject(&body, cmd);
         }
@@ -143,7 +143,9 @@ impl Relay {
                 .as_deref()
                 .is_some_and(|e| e.len() > 1 && e.iter().any(|x| *x != Effect::None))
             {
-                self.ledger.apply(&Effect::Opaque, false, &self.shared.pins);
+                self.core
+                    .ledger
+                    .apply(&Effect::Opaque, false, &self.core.shared.pins);
             }
             return;
         }
@@ -158,14 +160,16 @@ impl Relay {
         // The server reports a change of session state no effect Sluice knows of
         // explains (a function or procedure set something): the client keeps the
         // connection.
-        if self.s.mode == sluice_config::PoolMode::Transaction
+        if self.core.mode == sluice_config::PoolMode::Transaction
             && cmd != consts::COM_RESET_CONNECTION
             && self.status & consts::SERVER_SESSION_STATE_CHANGED != 0
             && effects
                 .as_deref()
                 .is_none_or(|e| e.iter().all(|x| *x == Effect::None))
         {
-            self.ledger.apply(&Effect::Opaque, false, &self.shared.pins);
+            self.core
+                .ledger
+                .apply(&Effect::Opaque, false, &self.core.shared.pins);
         }
         // LAST_INSERT_ID() lives on the connection: remember it for the client.
         if head.first() == Some(&0) {
@@ -176,10 +180,10 @@ impl Relay {
         }
         for e in effects.iter().flat_map(|e| e.iter()) {
             // Session variables are not transactional in MySQL: they count at once.
-            self.ledger.apply(e, false, &self.shared.pins);
+            self.core.ledger.apply(e, false, &self.core.shared.pins);
             match e {
                 Effect::Set { name, sql } => {
-                    if let Some(l) = self.s.lease.as_mut() {
+                    if let Some(l) = self.core.lease.as_mut() {
                         l.conn.applied.insert(name.clone(), sql.clone());
                     }
                 }

@@ -2,7 +2,7 @@
 //! to what Sluice sent by itself, follow transaction status, reported parameters and
 //! statement outcomes, and apply confirmed effects to the session ledger.
 
-use super::relay::{Action, Relay, STREAM_OVER};
+use super::{Action, Relay, STREAM_OVER};
 use crate::error::{Error, Kind, Side};
 use bytes::Buf;
 use sluice_config::PoolMode;
@@ -51,11 +51,11 @@ fn whole(tag: u8) -> bool {
 }
 
 impl Relay {
-    pub(super) fn on_server(&mut self) -> Result<(), Error> {
-        let max = self.s.max_message;
+    pub(super) fn on_server_frames(&mut self) -> Result<(), Error> {
+        let max = self.core.max_message;
         loop {
-            self.tracker.release_synthetic(&mut self.io.to_client);
-            let Some(lease) = self.s.lease.as_mut() else {
+            self.tracker.release_synthetic(&mut self.core.io.to_client);
+            let Some(lease) = self.core.lease.as_mut() else {
                 return Ok(());
             };
             let conn = &mut lease.conn;
@@ -69,7 +69,7 @@ impl Relay {
             match item {
                 Item::Chunk(n) => {
                     if !self.s_dropping {
-                        self.io.to_client.extend_from_slice(&conn.rbuf[..n]);
+                        self.core.io.to_client.extend_from_slice(&conn.rbuf[..n]);
                     }
                     conn.rbuf.advance(n);
                 }
@@ -77,7 +77,7 @@ impl Relay {
                     let fwd = self.tracker.on_frame(h.tag).map_err(desync)?;
                     self.s_dropping = !fwd;
                     if fwd {
-                        self.io.to_client.extend_from_slice(&conn.rbuf[..5]);
+                        self.core.io.to_client.extend_from_slice(&conn.rbuf[..5]);
                     }
                     conn.rbuf.advance(5);
                 }
@@ -115,10 +115,10 @@ impl Relay {
                         }
                     }
                     if fwd {
-                        let at = self.io.to_client.len();
-                        self.io.to_client.extend_from_slice(frame);
-                        if h.tag == be::NOTIFICATION && self.s.mode == PoolMode::Transaction {
-                            rename_sender(&self.shared, &mut self.io.to_client[at..]);
+                        let at = self.core.io.to_client.len();
+                        self.core.io.to_client.extend_from_slice(frame);
+                        if h.tag == be::NOTIFICATION && self.core.mode == PoolMode::Transaction {
+                            rename_sender(&self.core.shared, &mut self.core.io.to_client[at..]);
                         }
                     }
                     conn.rbuf.advance(h.frame_len);
@@ -138,7 +138,7 @@ impl Relay {
                 self.handle_done();
             }
         }
-        self.tracker.release_synthetic(&mut self.io.to_client);
+        self.tracker.release_synthetic(&mut self.core.io.to_client);
         Ok(())
     }
 
@@ -167,7 +167,7 @@ impl Relay {
             be::READY_FOR_QUERY => {
                 let in_tx = self.status != b'I';
                 if self.ledger_in_tx && !in_tx {
-                    self.ledger.end_transaction(false);
+                    self.core.ledger.end_transaction(false);
                 }
                 self.ledger_in_tx = in_tx;
             }
@@ -182,15 +182,17 @@ impl Relay {
         match e {
             Effect::Begin => self.ledger_in_tx = true,
             Effect::TxEnd => {
-                self.ledger
+                self.core
+                    .ledger
                     .end_transaction(self.last_tag.starts_with(b"COMMIT"));
                 self.ledger_in_tx = false;
             }
             e => self
+                .core
                 .ledger
-                .apply(e, self.ledger_in_tx || implicit, &self.shared.pins),
+                .apply(e, self.ledger_in_tx || implicit, &self.core.shared.pins),
         }
-        let Some(lease) = self.s.lease.as_mut() else {
+        let Some(lease) = self.core.lease.as_mut() else {
             return;
         };
         match e {
@@ -210,10 +212,10 @@ impl Relay {
 
     /// While a client holds a connection, the SETs on it are the client's.
     fn sync_applied_sets(&mut self) {
-        if let Some(lease) = self.s.lease.as_mut()
-            && lease.applied_sets != self.ledger.sets
+        if let Some(lease) = self.core.lease.as_mut()
+            && lease.applied_sets != self.core.ledger.sets
         {
-            lease.applied_sets.clone_from(&self.ledger.sets);
+            lease.applied_sets.clone_from(&self.core.ledger.sets);
         }
     }
 
@@ -246,13 +248,13 @@ impl Relay {
         match action {
             Action::Parse { hash, client_name } => {
                 if ok {
-                    if let Some(l) = self.s.lease.as_mut() {
+                    if let Some(l) = self.core.lease.as_mut() {
                         l.prepared.confirm(hash);
                     }
-                    self.s.pool.statement_parsed(hash);
+                    self.core.pool.statement_parsed(hash);
                     return;
                 }
-                if let Some(l) = self.s.lease.as_mut() {
+                if let Some(l) = self.core.lease.as_mut() {
                     l.prepared.remove(hash);
                 }
                 if let Some(name) = client_name {
@@ -265,12 +267,12 @@ impl Relay {
                 }
             }
             Action::Effects { implicit: true, .. } if !self.ledger_in_tx => {
-                self.ledger.end_transaction(ok);
+                self.core.ledger.end_transaction(ok);
                 self.sync_applied_sets();
             }
             Action::Uses { hash } if !ok && self.stale_error => {
-                self.s.pool.statement_stale(hash);
-                if let Some(l) = self.s.lease.as_mut() {
+                self.core.pool.statement_stale(hash);
+                if let Some(l) = self.core.lease.as_mut() {
                     l.prepared.remove(hash);
                 }
             }

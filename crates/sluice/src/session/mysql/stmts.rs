@@ -8,9 +8,10 @@
 //! types are spliced in: a connection's idea of a statement's types may be another
 //! client's.
 
-use super::queue_err;
-use super::relay::{Cmd, End, Origin, Relay};
+use super::errors::queue_err;
+use super::{Cmd, Origin, Relay};
 use crate::session::PinReason;
+use crate::session::driver::End;
 use bytes::Bytes;
 use sluice_wire_mysql::{consts, packet};
 use std::collections::HashMap;
@@ -53,7 +54,7 @@ impl Relay {
     /// A statement command from a client in transaction mode, once it holds a server
     /// connection.
     pub(super) fn stmt_command(&mut self, cmd: u8, len: usize) -> Result<Cmd, End> {
-        let payload = &self.io.cbuf[4..4 + len];
+        let payload = &self.core.io.cbuf[4..4 + len];
         let Some(vid) = super::state::stmt_id(payload) else {
             return Ok(Cmd::Forward);
         };
@@ -76,7 +77,7 @@ impl Relay {
                 };
                 let msg = format!("Unknown prepared statement handler ({vid}) given to {what}");
                 queue_err(
-                    &mut self.io.to_client,
+                    &mut self.core.io.to_client,
                     1,
                     consts::ER_UNKNOWN_STMT_HANDLER,
                     "HY000",
@@ -86,19 +87,19 @@ impl Relay {
             return Ok(Cmd::Consumed);
         };
         let (h, sql) = (st.hash, st.sql.clone());
-        let Some(lease) = self.s.lease.as_mut() else {
+        let Some(lease) = self.core.lease.as_mut() else {
             return Ok(Cmd::Forward);
         };
         let Some(sid) = lease.conn.stmts.get(h) else {
             // Prepare it here first; this command waits for the answer.
             let cap = lease.pool().settings.statement_cache;
             if let Some((_, old)) = lease.conn.stmts.make_room(cap) {
-                self.io.to_server.extend_from_slice(&close_packet(old));
+                self.core.io.to_server.extend_from_slice(&close_packet(old));
             }
             if self.tracker.expect(consts::COM_STMT_PREPARE) {
                 self.origins.push_back(Origin::InjectedPrepare { hash: h });
             }
-            prepare_packet(&mut self.io.to_server, &sql);
+            prepare_packet(&mut self.core.io.to_server, &sql);
             return Ok(Cmd::Blocked);
         };
         let out = if cmd == consts::COM_STMT_EXECUTE {
@@ -106,9 +107,9 @@ impl Relay {
             let Some(st) = self.stmts.map.get(&vid) else {
                 return Ok(Cmd::Consumed);
             };
-            execute_payload(st, &self.io.cbuf[4..4 + len], sid)
+            execute_payload(st, &self.core.io.cbuf[4..4 + len], sid)
         } else {
-            let mut out = self.io.cbuf[4..4 + len].to_vec();
+            let mut out = self.core.io.cbuf[4..4 + len].to_vec();
             out[1..5].copy_from_slice(&sid.to_le_bytes());
             out
         };
@@ -126,14 +127,17 @@ impl Relay {
         if len == packet::MAX_PAYLOAD && out.len() == len {
             // The first part of a split packet: the rest follows from the client as is.
             let l = len.to_le_bytes();
-            self.io.to_server.extend_from_slice(&[l[0], l[1], l[2], 0]);
-            self.io.to_server.extend_from_slice(&out);
+            self.core
+                .io
+                .to_server
+                .extend_from_slice(&[l[0], l[1], l[2], 0]);
+            self.core.io.to_server.extend_from_slice(&out);
             self.c_cont = true;
             self.c_logical = len;
             self.c_seq = 0;
         } else {
             let mut seq = 0;
-            packet::write_packet(&mut self.io.to_server, &mut seq, &out);
+            packet::write_packet(&mut self.core.io.to_server, &mut seq, &out);
         }
         Ok(Cmd::Consumed)
     }
@@ -141,15 +145,16 @@ impl Relay {
     /// Notes what a COM_STMT_EXECUTE (`len` payload bytes at the start of the client
     /// buffer) tells: the parameter types it carries, a cursor it opens.
     pub(super) fn note_execute(&mut self, vid: u32, len: usize) -> Result<(), End> {
-        let payload = &self.io.cbuf[4..4 + len];
+        let payload = &self.core.io.cbuf[4..4 + len];
         let Some(st) = self.stmts.map.get_mut(&vid) else {
             return Ok(());
         };
         let flags = payload.get(5).copied().unwrap_or(0);
         if flags & consts::CURSOR_TYPE_READ_ONLY != 0 && !st.cursor {
             st.cursor = true;
-            self.ledger
-                .set_pin(PinReason::HoldCursor, true, &self.shared.pins);
+            self.core
+                .ledger
+                .set_pin(PinReason::HoldCursor, true, &self.core.shared.pins);
         }
         if st.params == 0 {
             return Ok(());
@@ -176,8 +181,9 @@ impl Relay {
 
     fn update_cursor_pin(&mut self) {
         let open = self.stmts.map.values().any(|s| s.cursor);
-        self.ledger
-            .set_pin(PinReason::HoldCursor, open, &self.shared.pins);
+        self.core
+            .ledger
+            .set_pin(PinReason::HoldCursor, open, &self.core.shared.pins);
     }
 
     /// The first packet of the answer to a client's COM_STMT_PREPARE, already queued for
@@ -186,17 +192,17 @@ impl Relay {
         let Some(p) = self.tracker.last_prepare() else {
             return;
         };
-        if let Some(l) = self.s.lease.as_mut() {
+        if let Some(l) = self.core.lease.as_mut() {
             let cap = l.pool().settings.statement_cache;
             if let Some((_, old)) = l.conn.stmts.make_room(cap) {
-                self.io.to_server.extend_from_slice(&close_packet(old));
+                self.core.io.to_server.extend_from_slice(&close_packet(old));
             }
             if let Some(old) = l.conn.stmts.insert(hash, p.statement_id) {
-                self.io.to_server.extend_from_slice(&close_packet(old));
+                self.core.io.to_server.extend_from_slice(&close_packet(old));
             }
         }
         let plain = sluice_sql::surely_plain_in(&sql, sluice_sql::Dialect::MySql)
-            && self.shared.my.effects.of(&sql).is_none();
+            && self.core.shared.my.effects.of(&sql).is_none();
         let vid = self.stmts.add(ClientStmt {
             hash,
             reads_id: super::state::reads_last_insert_id(&sql),
@@ -207,17 +213,17 @@ impl Relay {
             plain,
         });
         // Header (4 bytes), then 0x00, then the statement id.
-        if let Some(id) = self.io.to_client.get_mut(at + 5..at + 9) {
+        if let Some(id) = self.core.io.to_client.get_mut(at + 5..at + 9) {
             id.copy_from_slice(&vid.to_le_bytes());
         }
     }
 
     /// Sluice's own COM_STMT_PREPARE succeeded: the waiting command can go.
     pub(super) fn injected_prepared(&mut self, hash: u128) {
-        if let (Some(p), Some(l)) = (self.tracker.last_prepare(), self.s.lease.as_mut())
+        if let (Some(p), Some(l)) = (self.tracker.last_prepare(), self.core.lease.as_mut())
             && let Some(old) = l.conn.stmts.insert(hash, p.statement_id)
         {
-            self.io.to_server.extend_from_slice(&close_packet(old));
+            self.core.io.to_server.extend_from_slice(&close_packet(old));
         }
     }
 }

@@ -1,34 +1,70 @@
 //! COM_CHANGE_USER. With configured users Sluice logs the client in again itself: an
 //! auth switch with a fresh scramble (the answer in the command was made for the
-//! login's scramble), the same checks as at login, then the session moves to the new
-//! user's pool with a clean state, as a server would leave it. A refused change keeps
-//! the old user and the session, as MariaDB does.
+//! login's scramble), the same checks as at login (the frontend's, through
+//! [`Readmit`]), then the session moves to the new user's pool with a clean state, as a
+//! server would leave it. A refused change keeps the old user and the session, as
+//! MariaDB does.
 //!
 //! With pass-through auth only the server can check the password: the command goes to
 //! the client's server connection, which from then on is logged in as a user its pool
 //! is not for. The client keeps it (pinned, reason `change_user`) and it is closed when
 //! the client is done with it, never reset and handed to another client.
 
-use super::auth::{Exchange, access_denied, database_denied, opener, server_greeting};
-use super::queue_err;
-use super::relay::{Cmd, End, Relay};
+use super::errors::{queue_err, queue_error};
+use super::{Cmd, Relay};
 use crate::backend::LoginError;
+use crate::backend::mysql::ServerConn;
+use crate::pool::Pool;
 use crate::session::PinReason;
+use crate::session::driver::End;
+use crate::session::pump::Pump;
 use bytes::Buf;
 use sluice_config::{AuthMethod, PoolMode};
-use sluice_wire_mysql::auth as scramble;
 use sluice_wire_mysql::handshake::ChangeUser;
 use sluice_wire_mysql::{consts, packet, resp};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// The user a COM_CHANGE_USER changes to, once admitted: its pool and how it pools.
+pub struct NewUser {
+    pub user: String,
+    pub pool: Arc<Pool<ServerConn>>,
+    pub mode: PoolMode,
+    pub max_message: usize,
+    /// The sequence id Sluice's answer takes.
+    pub seq: u8,
+}
+
+/// The frontend's side of a change of user: authenticates the client again (on its
+/// socket, through `io`) and plans the new user's pool. `None`: refused, the answer
+/// queued for the client; `Err`: the session ends.
+pub trait Readmit: Send + Sync {
+    fn readmit<'a>(
+        &'a self,
+        shared: &'a Arc<crate::shared::Shared>,
+        io: &'a mut Pump,
+        cu: ChangeUser,
+        caps: u64,
+        max_message: usize,
+    ) -> Pin<Box<dyn Future<Output = Result<Option<NewUser>, End>> + Send + 'a>>;
+}
 
 impl Relay {
     /// The client's COM_CHANGE_USER on a listener with configured users.
     pub(super) async fn change_user(&mut self, len: usize) -> Result<Cmd, End> {
-        let body = self.io.cbuf.get(5..4 + len).unwrap_or_default().to_vec();
-        self.io.cbuf.advance(4 + len);
+        let body = self
+            .core
+            .io
+            .cbuf
+            .get(5..4 + len)
+            .unwrap_or_default()
+            .to_vec();
+        self.core.io.cbuf.advance(4 + len);
         let Some(cu) = ChangeUser::parse(&body, self.s.caps) else {
             let msg = "Malformed communication packet";
             queue_err(
-                &mut self.io.to_client,
+                &mut self.core.io.to_client,
                 1,
                 consts::ER_MALFORMED_PACKET,
                 "08S01",
@@ -43,94 +79,40 @@ impl Relay {
             return Err(End::Failed(e));
         }
         // Everything before the command is answered; the exchange is the client's own.
-        self.io.flush_client_now().await;
-        let shared = self.shared.clone();
-        let ctx = self.s.ctx.clone();
-        let (config, target) = match crate::session::plan::target(&shared, &ctx.cfg).await {
-            Ok(t) => t,
-            Err(e) => {
-                super::queue_error(&mut self.io.to_client, 1, &e);
-                return Ok(Cmd::Taken);
-            }
-        };
-        let user = String::from_utf8_lossy(&cu.username).into_owned();
-        let database = String::from_utf8_lossy(&cu.database).into_owned();
-        let user_cfg = config.users.get(&user);
-        let plugin: &[u8] = match ctx.cfg.auth {
-            AuthMethod::CachingSha2Password => scramble::CACHING_SHA2_PASSWORD,
-            _ => scramble::MYSQL_NATIVE_PASSWORD,
-        };
-        let salt: [u8; 20] = std::array::from_fn(|_| rand::random_range(b'!'..=b'~'));
-        let mut ex = Exchange {
-            stream: &mut self.io.client,
-            buf: &mut self.io.cbuf,
-            seq: 1,
-            salt: &salt,
-            max: self.s.max_message,
-        };
-        let verdict = ex
-            .check(&ctx.mysql, ctx.cfg.auth, user_cfg, &user, plugin, None)
-            .await;
-        let seq = ex.seq;
-        match verdict {
-            None => return Err(End::ClientLeft),
-            Some(false) => {
-                let msg = access_denied(&user, !cu.auth_response.is_empty());
-                let code = consts::ER_ACCESS_DENIED_ERROR;
-                queue_err(&mut self.io.to_client, seq, code, "28000", &msg);
-                return Ok(Cmd::Taken);
-            }
-            Some(true) => {}
-        }
-        if let Some(msg) = database_denied(user_cfg, &database) {
-            let code = consts::ER_DBACCESS_DENIED_ERROR;
-            queue_err(&mut self.io.to_client, seq, code, "42000", &msg);
-            return Ok(Cmd::Taken);
-        }
-        let charset = cu
-            .charset
-            .and_then(|c| u8::try_from(c).ok())
-            .unwrap_or(consts::UTF8MB4_GENERAL_CI);
-        let plan = match super::login::plan(
-            &shared,
-            &ctx,
-            (config.clone(), target.clone()),
-            &user,
-            &database,
-            self.s.caps,
-            charset,
-        ) {
-            Ok(p) => p,
-            Err(e) => {
-                super::queue_error(&mut self.io.to_client, seq, &e);
-                return Ok(Cmd::Taken);
-            }
-        };
-        if let Ok(hs) = server_greeting(&ctx.mysql, &target).await {
-            plan.pool.set_welcome(&hs);
-        }
+        self.core.io.flush_client_now().await;
+        let readmit = self.s.readmit.clone();
+        let (shared, max) = (self.core.shared.clone(), self.core.max_message);
         let caps = self.s.caps;
-        plan.pool
-            .set_opener(opener(user_cfg, &user, &database, target, caps, charset));
+        let new = readmit.readmit(&shared, &mut self.core.io, cu, caps, max);
+        let Some(new) = new.await? else {
+            return Ok(Cmd::Taken);
+        };
+        let NewUser {
+            user,
+            pool,
+            mode,
+            max_message,
+            seq,
+        } = new;
         // As at login: a first server connection proves the server takes this user and
         // database, before the client leaves its old ones.
-        let same_pool = std::sync::Arc::ptr_eq(&plan.pool, &self.s.pool);
+        let same_pool = Arc::ptr_eq(&pool, &self.core.pool);
         let mut lease = None;
-        if !same_pool && (plan.mode == PoolMode::Session || plan.pool.counts().0 == 0) {
-            match plan.pool.lease().await {
+        if !same_pool && (mode == PoolMode::Session || pool.counts().0 == 0) {
+            match pool.lease().await {
                 Ok(l) => lease = Some(l),
                 Err(LoginError::Server(err)) => {
                     let mut s = seq;
-                    packet::write_packet(&mut self.io.to_client, &mut s, &err);
+                    packet::write_packet(&mut self.core.io.to_client, &mut s, &err);
                     return Ok(Cmd::Taken);
                 }
                 Err(LoginError::Proxy(e)) => {
-                    super::queue_error(&mut self.io.to_client, seq, &e);
+                    queue_error(&mut self.core.io.to_client, seq, &e);
                     return Ok(Cmd::Taken);
                 }
             }
         }
-        if let Some(mut old) = self.s.lease.take() {
+        if let Some(mut old) = self.core.lease.take() {
             if !same_pool {
                 old.reset_and_put_back().await;
             } else if old.conn.reset().await.is_ok() {
@@ -141,23 +123,23 @@ impl Relay {
                 old.discard();
             }
         }
-        if plan.mode == PoolMode::Transaction
+        if mode == PoolMode::Transaction
             && let Some(l) = lease.take()
         {
             l.put_back();
         }
-        self.s.pool = plan.pool;
-        self.s.mode = plan.mode;
-        self.s.lease = lease;
-        self.s.max_message = plan.target.max_message;
+        self.core.pool = pool;
+        self.core.mode = mode;
+        self.core.lease = lease;
+        self.core.max_message = max_message;
         self.s.kill.entry.set_user(user);
-        self.s.sync_kill();
+        self.sync_kill();
         self.forget_session_state();
         self.status = consts::SERVER_STATUS_AUTOCOMMIT;
         let mut ok = Vec::new();
         resp::encode_ok(&mut ok, caps, 0, 0, self.status, 0, b"");
         let mut s = seq;
-        packet::write_packet(&mut self.io.to_client, &mut s, &ok);
+        packet::write_packet(&mut self.core.io.to_client, &mut s, &ok);
         Ok(Cmd::Taken)
     }
 
@@ -170,14 +152,15 @@ impl Relay {
     /// to authenticate again with this connection's own scramble. Returns the
     /// command's new length.
     pub(super) fn change_user_anew(&mut self, len: usize) -> usize {
-        if self.s.mode != PoolMode::Transaction
-            || self.s.ctx.cfg.auth != AuthMethod::Passthrough
+        if self.core.mode != PoolMode::Transaction
+            || self.core.cfg.auth != AuthMethod::Passthrough
             || len >= packet::MAX_PAYLOAD
-            || self.io.cbuf.get(4) != Some(&consts::COM_CHANGE_USER)
+            || self.core.io.cbuf.get(4) != Some(&consts::COM_CHANGE_USER)
         {
             return len;
         }
         let Some(mut cu) = self
+            .core
             .io
             .cbuf
             .get(5..4 + len)
@@ -190,7 +173,7 @@ impl Relay {
             return len;
         }
         // What follows the plugin name (connection attributes) goes along as it is.
-        let body = self.io.cbuf.get(5..4 + len).unwrap_or_default();
+        let body = self.core.io.cbuf.get(5..4 + len).unwrap_or_default();
         let mut head = Vec::new();
         cu.encode(self.s.caps, &mut head);
         let Some(attrs) = body.strip_prefix(&head[..]).map(<[u8]>::to_vec) else {
@@ -201,16 +184,16 @@ impl Relay {
         let mut p = vec![consts::COM_CHANGE_USER];
         cu.encode(self.s.caps, &mut p);
         p.extend_from_slice(&attrs);
-        let rest = self.io.cbuf.split_off(4 + len);
-        self.io.cbuf.clear();
+        let rest = self.core.io.cbuf.split_off(4 + len);
+        self.core.io.cbuf.clear();
         let mut seq = 0;
-        packet::write_packet(&mut self.io.cbuf, &mut seq, &p);
-        self.io.cbuf.unsplit(rest);
+        packet::write_packet(&mut self.core.io.cbuf, &mut seq, &p);
+        self.core.io.cbuf.unsplit(rest);
         p.len()
     }
 
     pub(super) fn relay_change_user(&mut self) {
-        if let Some(l) = self.s.lease.as_mut() {
+        if let Some(l) = self.core.lease.as_mut() {
             l.conn.foreign = true;
         }
     }
@@ -224,21 +207,21 @@ impl Relay {
 
     /// A client holding a connection logged in as the user it changed to keeps it.
     pub(super) fn pin_foreign(&mut self) {
-        let foreign = self.s.lease.as_ref().is_some_and(|l| l.conn.foreign);
-        if foreign && self.s.mode == PoolMode::Transaction {
-            let pins = &self.shared.pins;
-            self.ledger.set_pin(PinReason::ChangeUser, true, pins);
+        let foreign = self.core.lease.as_ref().is_some_and(|l| l.conn.foreign);
+        if foreign && self.core.mode == PoolMode::Transaction {
+            let pins = &self.core.shared.pins;
+            self.core.ledger.set_pin(PinReason::ChangeUser, true, pins);
         }
     }
 
     /// The server forgot the client's session (COM_RESET_CONNECTION, COM_CHANGE_USER):
     /// so does Sluice.
     pub(super) fn forget_session_state(&mut self) {
-        self.ledger = Default::default();
+        self.core.ledger = Default::default();
         self.stmts = Default::default();
         self.last_insert = None;
         self.hold_once = false;
-        if let Some(l) = self.s.lease.as_mut() {
+        if let Some(l) = self.core.lease.as_mut() {
             l.conn.applied.clear();
             l.conn.stmts.clear();
         }

@@ -6,7 +6,7 @@
 //! until the statement has run (or, where it uses none, are answered for it: a cancel
 //! has nothing to stop, a terminate ends that client's session).
 
-use super::relay::Relay;
+use super::Relay;
 use crate::{cancel::InFlight, session::cancel::Slot};
 use bytes::BytesMut;
 use sluice_wire_pg::encode;
@@ -66,7 +66,7 @@ impl Relay {
         let mut changed = false;
         // From the end, so that the earlier spans stay where they are.
         for call in calls.iter().rev() {
-            let Some(target) = self.shared.cancels.by_pid(call.pid) else {
+            let Some(target) = self.core.shared.cancels.by_pid(call.pid) else {
                 continue;
             };
             if let Some(key) = target.get() {
@@ -136,7 +136,7 @@ impl Relay {
                     .and_then(|p| i32::try_from(p).ok()),
                 _ => None,
             };
-            let Some(target) = pid.and_then(|p| self.shared.cancels.by_pid(p)) else {
+            let Some(target) = pid.and_then(|p| self.core.shared.cancels.by_pid(p)) else {
                 continue;
             };
             let Some(key) = target.get() else {
@@ -190,13 +190,13 @@ impl Relay {
     /// Transaction mode: notifications carry the sender pid of the client that last
     /// held the connection while sending one (see relay_server::rename_sender).
     pub(super) fn note_notifier(&self, sql: &[u8]) {
-        let Some(lease) = self.s.lease.as_ref() else {
+        let Some(lease) = self.core.lease.as_ref() else {
             return;
         };
         if !sql.windows(6).any(|w| w.eq_ignore_ascii_case(b"notify")) {
             return;
         }
-        let mut holders = self.shared.holders.lock();
+        let mut holders = self.core.shared.holders.lock();
         if holders.len() > 65_536 {
             holders.clear();
         }

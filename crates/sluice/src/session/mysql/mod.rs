@@ -1,4 +1,5 @@
-//! The relay loop of a MySQL session. Client packets go to the server and server packets
+//! A MySQL session, once logged in: the protocol's side of the session driver
+//! (session/driver.rs). Client packets go to the server and server packets
 //! to the client unchanged (sequence ids restart at every command on both legs, so they
 //! match); Sluice reads only the first bytes of each packet: the command of each request,
 //! and, through the response tracker, where each answer ends and the status flags it
@@ -6,15 +7,25 @@
 //! the pool. Split packets (16 MiB and more) and LOAD DATA LOCAL file contents stream
 //! through as whole physical packets.
 
-use super::login::Session;
-use super::state::{is_stmt_command, known_command};
-use super::{Client, queue_err, queue_error};
+pub mod change_user;
+pub mod errors;
+mod hooks;
+pub mod kill;
+mod muxed;
+mod route;
+mod state;
+mod stmts;
+
+use self::errors::{queue_err, queue_error};
+use self::state::{is_stmt_command, known_command};
+use crate::backend::mysql::ServerConn;
 use crate::error::{Error, Kind, Side};
-use crate::frontend::pump::{Event, Pump};
-use crate::session::Ledger;
+use crate::session::driver::{self, Core, End, Seat};
 use crate::session::effects::Effects;
 use crate::shared::Shared;
+use crate::stream::Stream;
 use bytes::Buf;
+use bytes::BytesMut;
 use sluice_config::{AuthMethod, PoolMode};
 use sluice_wire_mysql::track::{Step, Tracker};
 use sluice_wire_mysql::{consts, packet};
@@ -24,17 +35,19 @@ use std::sync::Arc;
 /// Bytes of a server packet's start the tracker looks at.
 const HEAD: usize = sluice_wire_mysql::track::HEAD_LEN;
 
-/// How a session ended.
-pub(super) enum End {
-    ClientLeft,
-    Shutdown,
-    Failed(Error),
-    /// The session ends with nothing more said to the client, its server connection
-    /// discarded: the server closed it (after its own last word, if any) while the
-    /// client was between commands, and the client sees it go as it would directly (the
-    /// server's wait_timeout); or one of Sluice's idle timeouts passed, which ends the
-    /// session the same way.
-    Closed,
+/// A logged-in client's seat (its pool, lease and route) and the rest of its session.
+pub type Admitted = (Seat<ServerConn>, Session);
+
+/// What the MySQL relay needs about a logged-in client, beyond its seat.
+pub struct Session {
+    /// The connection id the client was told.
+    pub id: u32,
+    /// Capabilities agreed with the client.
+    pub caps: u64,
+    /// The client's entry for KILL.
+    pub kill: kill::Registration,
+    /// How COM_CHANGE_USER logs the client in again (the listener's frontend).
+    pub readmit: Arc<dyn change_user::Readmit>,
 }
 
 /// What the client's next packets are.
@@ -49,7 +62,7 @@ enum Incoming {
 }
 
 /// Whose command a response in flight answers.
-pub(super) enum Origin {
+enum Origin {
     /// The client's: forwarded; `effects` apply when it succeeds.
     Client { cmd: u8, effects: Effects },
     /// The client's COM_STMT_PREPARE (transaction mode): its answer gets the client's
@@ -64,7 +77,7 @@ pub(super) enum Origin {
 }
 
 /// What became of a client command.
-pub(super) enum Cmd {
+enum Cmd {
     /// It goes to the server as the client sent it.
     Forward,
     /// Sluice answered it, or sent its own version: drop the client's packet.
@@ -75,72 +88,79 @@ pub(super) enum Cmd {
     Taken,
 }
 
-pub(super) struct Relay {
-    pub(super) shared: Arc<Shared>,
-    /// Declared (so dropped) before `io`: the session's KILL registration forgets the
-    /// client's socket before the socket is closed (see kill.rs).
-    pub(super) s: Session,
-    pub(super) io: Pump,
-    pub(super) tracker: Tracker,
-    /// The answer to the client's statement, coming from a shared connection.
-    pub(super) muxed: Option<Arc<crate::mux::Answer>>,
-    /// That answer is to Sluice's prepare of the statement there.
-    pub(super) preparing: Option<super::muxed::Preparing>,
-    /// The client went away while its answer was on its way.
-    client_gone: bool,
+pub struct Relay {
+    /// Declared (so dropped) before `core`, which holds the client's socket: the
+    /// session's KILL registration forgets the socket before it is closed (see kill.rs).
+    s: Session,
+    /// What both protocols keep alike (see session/driver.rs).
+    core: Core<ServerConn>,
+    tracker: Tracker,
+    /// The answer from a shared connection is to Sluice's prepare of the statement there.
+    preparing: Option<self::muxed::Preparing>,
     /// Clients whose connection a KILL of ours is aimed at, oldest first.
-    pub(super) kills: VecDeque<super::kill::KillWait>,
+    kills: VecDeque<self::kill::KillWait>,
     /// One entry per command awaiting its answer, in order.
-    pub(super) origins: VecDeque<Origin>,
-    pub(super) ledger: Ledger,
+    origins: VecDeque<Origin>,
     /// The client's prepared statements (transaction mode).
-    pub(super) stmts: super::stmts::ClientStmts,
+    stmts: self::stmts::ClientStmts,
     /// A command waits for Sluice's own COM_STMT_PREPARE: read no more client packets.
-    pub(super) blocked: bool,
+    blocked: bool,
     /// The wait is over: handle the client's buffered packets again.
     resume: bool,
     /// The next server packet starts an answer.
     s_first: bool,
     /// Keep the server connection for the client's next statement (it may read
     /// LAST_INSERT_ID() or FOUND_ROWS()).
-    pub(super) hold_once: bool,
+    hold_once: bool,
     /// The id the client's last insert generated (transaction mode: it may have run on
     /// another server connection than the next statement).
-    pub(super) last_insert: Option<u64>,
+    last_insert: Option<u64>,
     /// The server packet being relayed belongs to the client (not to Sluice's own).
     s_forward: bool,
     incoming: Incoming,
     /// The next physical packet from the client / server continues a split one.
-    pub(super) c_cont: bool,
+    c_cont: bool,
     s_cont: bool,
     /// Bytes of the client's current logical packet so far (for the size cap).
-    pub(super) c_logical: usize,
+    c_logical: usize,
     /// Sequence id of the client's last packet (Sluice's own answers follow it).
-    pub(super) c_seq: u8,
+    c_seq: u8,
     /// Status flags of the last complete answer.
-    pub(super) status: u16,
-    /// The session's timeouts, when its pool has any (session/timeouts.rs).
-    pub(super) clock: Option<Box<crate::session::timeouts::Clock>>,
+    status: u16,
 }
 
-pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
+impl std::ops::Deref for Relay {
+    type Target = Core<ServerConn>;
+    fn deref(&self) -> &Core<ServerConn> {
+        &self.core
+    }
+}
+
+impl std::ops::DerefMut for Relay {
+    fn deref_mut(&mut self) -> &mut Core<ServerConn> {
+        &mut self.core
+    }
+}
+
+pub async fn run(
+    shared: Arc<Shared>,
+    (seat, session): Admitted,
+    stream: Stream,
+    buf: BytesMut,
+    caps: u64,
+) {
     // The server enforces query_timeout itself (max_statement_time: see
     // backend/mysql track_state); the clock keeps the idle timeouts.
     let timeouts = crate::session::timeouts::Timeouts {
         query: None,
-        ..crate::session::timeouts::Timeouts::of(&session.pool)
+        ..crate::session::timeouts::Timeouts::of(&seat.pool)
     };
     let clock = crate::session::timeouts::Clock::new(timeouts);
-    let mut r = Relay {
-        clock,
-        io: Pump::new(&shared, client.stream, client.buf),
-        shared,
+    let r = Relay {
+        core: Core::new(shared, seat, stream, buf, clock),
         origins: VecDeque::new(),
         kills: VecDeque::new(),
-        muxed: None,
         preparing: None,
-        client_gone: false,
-        ledger: Ledger::default(),
         stmts: Default::default(),
         blocked: false,
         resume: false,
@@ -148,7 +168,7 @@ pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
         hold_once: false,
         last_insert: None,
         s_forward: true,
-        tracker: Tracker::new(client.caps),
+        tracker: Tracker::new(caps),
         incoming: Incoming::Command,
         c_cont: false,
         s_cont: false,
@@ -157,143 +177,53 @@ pub async fn run(shared: Arc<Shared>, session: Session, client: Client) {
         status: consts::SERVER_STATUS_AUTOCOMMIT,
         s: session,
     };
-    let end = r.main_loop().await;
-    // Boxed: ending a session (flushing, resetting the connection) needs a large future,
-    // which would otherwise sit in every connected client's task.
-    Box::pin(r.finish(end)).await;
+    driver::run(r).await;
 }
 
 impl Relay {
-    async fn main_loop(&mut self) -> End {
-        let mut activity = true;
-        if !self.io.cbuf.is_empty()
-            && let Err(end) = self.on_client().await
-        {
-            return end;
-        }
-        loop {
-            self.maybe_release();
-            if self.io.shutting_down && self.idle() && self.io.to_client.is_empty() {
-                return End::Shutdown;
-            }
-            if let Some(answer) = self.muxed.clone() {
-                let sink = self.preparing.as_mut().map(|p| &mut p.answer);
-                let done = self
-                    .io
-                    .next_answer(&answer, sink, &mut self.client_gone)
-                    .await;
-                if self.client_gone {
-                    return End::ClientLeft;
-                }
-                let step = match done {
-                    Some(done) => self.answered(done).await,
-                    None => Ok(()),
-                };
-                if let Err(end) = step {
-                    return end;
-                }
-                continue;
-            }
-            self.watch_the_clock(activity);
-            let server = self
-                .s
-                .lease
-                .as_mut()
-                .map(|l| (&mut l.conn.stream, &mut l.conn.rbuf));
-            let ev = self.io.next(server).await;
-            activity = matches!(ev, Event::ClientRead(Ok(1..)));
-            let step = match ev {
-                Event::ServerRead(Ok(0) | Err(_)) if self.at_rest() => Err(End::Closed),
-                Event::ServerRead(Ok(0)) => Err(End::Failed(Error::server_gone(
-                    "Lost connection to server during query",
-                ))),
-                Event::ServerRead(Ok(_)) => match self.on_server() {
-                    Ok(()) if self.resume => {
-                        self.resume = false;
-                        self.on_client().await
-                    }
-                    r => r,
-                },
-                Event::ServerRead(Err(e)) => Err(End::Failed(Error::server_gone(format!(
-                    "Lost connection to server during query: {e}"
-                )))),
-                Event::ClientRead(Ok(0)) | Event::ClientRead(Err(_)) => Err(End::ClientLeft),
-                Event::ClientRead(Ok(_)) => self.on_client().await,
-                Event::Wrote => Ok(()),
-                Event::WriteFailed(Side::Client, _) => Err(End::ClientLeft),
-                Event::WriteFailed(_, e) => Err(End::Failed(Error::server_gone(format!(
-                    "Lost connection to server during query: {e}"
-                )))),
-                Event::Shutdown => {
-                    self.io.shutting_down = true;
-                    Ok(())
-                }
-                Event::Timeout => self.timed_out(),
-            };
-            if let Err(end) = step {
-                return end;
-            }
-        }
-    }
-
     /// No request of this client is being served and no packet is half through.
     fn idle(&self) -> bool {
-        self.muxed.is_none()
+        self.core.muxed.is_none()
             && self.tracker.is_idle()
             && self.incoming == Incoming::Command
             && !self.c_cont
             && !self.s_cont
-            && self.io.to_server.is_empty()
+            && self.core.io.to_server.is_empty()
     }
 
     /// Idle, and the server sent nothing unasked.
-    pub(super) fn at_rest(&self) -> bool {
+    fn at_rest(&self) -> bool {
         self.idle()
             && self.origins.is_empty()
-            && self.s.lease.as_ref().is_none_or(|l| l.rbuf.is_empty())
+            && self.core.lease.as_ref().is_none_or(|l| l.rbuf.is_empty())
     }
 
-    pub(super) fn in_transaction(&self) -> bool {
+    fn in_transaction(&self) -> bool {
         self.status & consts::SERVER_STATUS_IN_TRANS != 0
             || self.status & consts::SERVER_STATUS_AUTOCOMMIT == 0
     }
 
-    /// In transaction mode, gives the server connection back as soon as the client is
-    /// between transactions.
-    fn maybe_release(&mut self) {
-        if self.s.mode != PoolMode::Transaction || self.s.lease.is_none() {
-            return;
-        }
-        let server_quiet = self.s.lease.as_ref().is_some_and(|l| l.rbuf.is_empty());
-        if self.idle()
-            && server_quiet
-            && !self.in_transaction()
-            && !self.hold_once
-            && !self.ledger.is_pinned()
-            && self.s.kill.may_release()
-            && let Some(l) = self.s.lease.take()
-        {
-            tracing::trace!(client = self.s.id, server = l.conn.id, "release");
-            l.put_back();
-            self.s.sync_kill();
-            self.s.route.released();
-        }
+    /// Tells KILL which server connection the client holds now.
+    fn sync_kill(&self) {
+        self.s
+            .kill
+            .set_server(self.core.lease.as_ref().map(|l| l.conn.id));
     }
 
     /// Handles every complete physical packet the client sent.
-    pub(super) async fn on_client(&mut self) -> Result<(), End> {
-        while let Some((mut len, seq)) = packet::header(&self.io.cbuf) {
+    async fn on_client_packets(&mut self) -> Result<(), End> {
+        while let Some((mut len, seq)) = packet::header(&self.core.io.cbuf) {
             if self.blocked {
                 return Ok(());
             }
-            if self.c_logical + len > self.s.max_message {
+            if self.c_logical + len > self.core.max_message {
                 let e = Error::new(
                     Kind::Protocol,
                     Side::Client,
                     "Got a packet bigger than 'max_allowed_packet' bytes",
                 );
                 queue_err(
-                    &mut self.io.to_client,
+                    &mut self.core.io.to_client,
                     seq.wrapping_add(1),
                     consts::ER_NET_PACKET_TOO_LARGE,
                     "08S01",
@@ -301,7 +231,7 @@ impl Relay {
                 );
                 return Err(End::Failed(e));
             }
-            if self.io.cbuf.len() < 4 + len {
+            if self.core.io.cbuf.len() < 4 + len {
                 return Ok(());
             }
             if !self.c_cont {
@@ -312,7 +242,7 @@ impl Relay {
                     match self.command(len, seq).await? {
                         Cmd::Forward => {}
                         Cmd::Consumed => {
-                            self.io.cbuf.advance(4 + len);
+                            self.core.io.cbuf.advance(4 + len);
                             continue;
                         }
                         Cmd::Blocked => {
@@ -331,14 +261,15 @@ impl Relay {
             self.c_seq = seq;
             self.c_cont = len == packet::MAX_PAYLOAD;
             self.c_logical += len;
-            if self.s.lease.is_none() {
+            if self.core.lease.is_none() {
                 // File or auth data with no server to go to: the session is broken.
                 return Err(End::Failed(Error::protocol("packet out of order")));
             }
-            self.io
+            self.core
+                .io
                 .to_server
-                .extend_from_slice(&self.io.cbuf[..4 + len]);
-            self.io.cbuf.advance(4 + len);
+                .extend_from_slice(&self.core.io.cbuf[..4 + len]);
+            self.core.io.cbuf.advance(4 + len);
         }
         Ok(())
     }
@@ -349,14 +280,14 @@ impl Relay {
         let cmd = if len == 0 {
             None
         } else {
-            self.io.cbuf.get(4).copied()
+            self.core.io.cbuf.get(4).copied()
         };
         let answer_seq = seq.wrapping_add(1);
         // Sluice's own answers (errors) follow this packet.
         self.c_seq = seq;
         if seq != 0 {
             queue_err(
-                &mut self.io.to_client,
+                &mut self.core.io.to_client,
                 answer_seq,
                 consts::ER_NET_PACKETS_OUT_OF_ORDER,
                 "08S01",
@@ -370,7 +301,7 @@ impl Relay {
         let Some(cmd) = cmd.filter(|c| known_command(*c)) else {
             // An empty packet or an unknown command: the session goes on.
             queue_err(
-                &mut self.io.to_client,
+                &mut self.core.io.to_client,
                 answer_seq,
                 consts::ER_UNKNOWN_COM_ERROR,
                 "08S01",
@@ -378,29 +309,29 @@ impl Relay {
             );
             return Ok(Cmd::Consumed);
         };
-        self.route(cmd, len)?;
+        crate::session::driver::route(self, |r| r.class_of(cmd, len))?;
         let kill = match self.kill_target(cmd, len) {
-            super::kill::Kill::NotOurs => None,
-            super::kill::Kill::Answered => return Ok(Cmd::Consumed),
-            super::kill::Kill::Server(sql) => Some(sql),
+            self::kill::Kill::NotOurs => None,
+            self::kill::Kill::Answered => return Ok(Cmd::Consumed),
+            self::kill::Kill::Server(sql) => Some(sql),
         };
-        if cmd == consts::COM_CHANGE_USER && self.s.ctx.cfg.auth != AuthMethod::Passthrough {
+        if cmd == consts::COM_CHANGE_USER && self.core.cfg.auth != AuthMethod::Passthrough {
             return Box::pin(self.change_user(len)).await;
         }
-        let tx = self.s.mode == PoolMode::Transaction;
+        let tx = self.core.mode == PoolMode::Transaction;
         let mut offer = false;
         if tx {
             match self.try_mux(cmd, len) {
-                super::muxed::Sharing::Queued(c) => return Ok(c),
-                super::muxed::Sharing::WantConnection => offer = kill.is_none(),
-                super::muxed::Sharing::No => {}
+                self::muxed::Sharing::Queued(c) => return Ok(c),
+                self::muxed::Sharing::WantConnection => offer = kill.is_none(),
+                self::muxed::Sharing::No => {}
             }
         }
         let effects = if tx {
             self.hold_once = false;
-            let cbuf = std::mem::take(&mut self.io.cbuf);
+            let cbuf = std::mem::take(&mut self.core.io.cbuf);
             let e = self.command_effects(cmd, &cbuf[4..4 + len]);
-            self.io.cbuf = cbuf;
+            self.core.io.cbuf = cbuf;
             e
         } else {
             None
@@ -408,8 +339,8 @@ impl Relay {
         if tx && cmd == consts::COM_STMT_CLOSE {
             return self.stmt_command(cmd, len);
         }
-        if self.s.lease.is_none() {
-            let leased = self.s.pool.lease().await;
+        if self.core.lease.is_none() {
+            let leased = self.core.pool.lease().await;
             if leased.is_err()
                 && kill.is_some()
                 && let Some(k) = self.kills.pop_back()
@@ -420,8 +351,8 @@ impl Relay {
             match leased {
                 Ok(l) => {
                     tracing::trace!(client = self.s.id, server = l.conn.id, "lease");
-                    self.s.lease = Some(l);
-                    self.s.sync_kill();
+                    self.core.lease = Some(l);
+                    self.sync_kill();
                 }
                 Err(crate::backend::LoginError::Proxy(e)) => {
                     // Nothing reached a server. In transaction mode the session goes on
@@ -434,7 +365,7 @@ impl Relay {
                     } else {
                         e
                     };
-                    queue_error(&mut self.io.to_client, answer_seq, &e);
+                    queue_error(&mut self.core.io.to_client, answer_seq, &e);
                     if e.kind == Kind::PoolTimeout || unreachable {
                         return Ok(Cmd::Consumed);
                     }
@@ -442,14 +373,14 @@ impl Relay {
                 }
                 Err(crate::backend::LoginError::Server(err)) => {
                     let mut s = answer_seq;
-                    packet::write_packet(&mut self.io.to_client, &mut s, &err);
+                    packet::write_packet(&mut self.core.io.to_client, &mut s, &err);
                     return Ok(Cmd::Consumed);
                 }
             }
             if offer && let Some(c) = self.offer_lease(cmd, len) {
                 return Ok(c);
             }
-            if self.s.lease.is_none() {
+            if self.core.lease.is_none() {
                 // The connection went to the shared ones, and the command could not
                 // follow it: take another.
                 return Box::pin(self.command(len, seq)).await;
@@ -465,7 +396,7 @@ impl Relay {
                 self.origins.push_back(Origin::Kill);
             }
             let mut seq = 0;
-            packet::write_packet(&mut self.io.to_server, &mut seq, &p);
+            packet::write_packet(&mut self.core.io.to_server, &mut seq, &p);
             return Ok(Cmd::Consumed);
         }
         if tx {
@@ -473,12 +404,12 @@ impl Relay {
             if is_stmt_command(cmd) {
                 return self.stmt_command(cmd, len);
             }
-            let cbuf = std::mem::take(&mut self.io.cbuf);
+            let cbuf = std::mem::take(&mut self.core.io.cbuf);
             self.restore_last_insert_id(cmd, &cbuf[4..4 + len]);
-            self.io.cbuf = cbuf;
+            self.core.io.cbuf = cbuf;
             if cmd == consts::COM_STMT_PREPARE {
-                let sql = super::stmts::prepare_text(&self.io.cbuf, len);
-                let hash = super::stmts::hash(&sql);
+                let sql = self::stmts::prepare_text(&self.core.io.cbuf, len);
+                let hash = self::stmts::hash(&sql);
                 if self.tracker.expect(cmd) {
                     self.origins.push_back(Origin::ClientPrepare { hash, sql });
                 }
@@ -495,9 +426,9 @@ impl Relay {
     }
 
     /// Handles every complete physical packet the server sent.
-    fn on_server(&mut self) -> Result<(), End> {
+    fn on_server_packets(&mut self) -> Result<(), End> {
         loop {
-            let Some(lease) = self.s.lease.as_mut() else {
+            let Some(lease) = self.core.lease.as_mut() else {
                 return Ok(());
             };
             let rbuf = &mut lease.conn.rbuf;
@@ -511,9 +442,9 @@ impl Relay {
                 // Nothing was asked: the server's last word before it closes the
                 // connection (MySQL's wait_timeout error, say) goes to the client as
                 // it is, and the session ends with it.
-                self.io.to_client.extend_from_slice(&rbuf[..4 + len]);
+                self.core.io.to_client.extend_from_slice(&rbuf[..4 + len]);
                 rbuf.advance(4 + len);
-                return Err(End::Closed);
+                return Err(End::ServerClosed);
             }
             let mut head = [0u8; HEAD];
             let hl = len.min(HEAD);
@@ -548,10 +479,10 @@ impl Relay {
                 }
             }
             self.s_cont = len == packet::MAX_PAYLOAD;
-            let at = self.io.to_client.len();
+            let at = self.core.io.to_client.len();
             let first = std::mem::replace(&mut self.s_first, done.is_some());
             if self.s_forward {
-                self.io.to_client.extend_from_slice(&rbuf[..4 + len]);
+                self.core.io.to_client.extend_from_slice(&rbuf[..4 + len]);
             } else if done == Some(false)
                 && matches!(self.origins.front(), Some(Origin::InjectedPrepare { .. }))
             {
@@ -559,9 +490,9 @@ impl Relay {
                 // gets the server's error instead.
                 let mut err = rbuf[..4 + len].to_vec();
                 err[3] = 1;
-                self.io.to_client.extend_from_slice(&err);
-                if let Some((clen, _)) = packet::header(&self.io.cbuf) {
-                    self.io.cbuf.advance(4 + clen);
+                self.core.io.to_client.extend_from_slice(&err);
+                if let Some((clen, _)) = packet::header(&self.core.io.cbuf) {
+                    self.core.io.cbuf.advance(4 + clen);
                 }
             }
             rbuf.advance(4 + len);
@@ -599,54 +530,6 @@ impl Relay {
                 }
                 _ => {}
             }
-        }
-    }
-
-    async fn finish(&mut self, end: End) {
-        for k in self.kills.drain(..) {
-            k.answered(false);
-        }
-        match &end {
-            End::Failed(e) => {
-                tracing::info!(client = self.s.id, error = %e, "closing client session");
-                self.shared.topology.suspect(&self.s.pool.key.server, e);
-                if e.side != Side::Client {
-                    queue_error(&mut self.io.to_client, self.c_seq.wrapping_add(1), e);
-                }
-            }
-            End::Shutdown => {
-                let e = Error::new(
-                    Kind::Shutdown,
-                    Side::Internal,
-                    "Server shutdown in progress",
-                );
-                queue_error(&mut self.io.to_client, 0, &e);
-            }
-            // The server closed the connection (or an idle timeout passed): the server
-            // may be going away.
-            End::Closed => self.shared.topology.check_now(&self.s.pool.key.server),
-            End::ClientLeft => {}
-        }
-        if !matches!(end, End::ClientLeft) {
-            self.io.flush_client_now().await;
-        }
-        let Some(lease) = self.s.lease.take() else {
-            return;
-        };
-        let clean = self.idle() && lease.conn.rbuf.is_empty();
-        match end {
-            End::Failed(Error {
-                kind: Kind::ServerGone | Kind::Desync,
-                ..
-            })
-            | End::Closed => lease.discard(),
-            // A pass-through pool cannot open connections: in session mode it never
-            // hands one out again.
-            _ if clean && (self.s.mode == PoolMode::Transaction || self.s.pool.can_open()) => {
-                lease.reset_and_put_back().await;
-            }
-            // Mid-request, the connection's state is unknown.
-            _ => lease.discard(),
         }
     }
 }

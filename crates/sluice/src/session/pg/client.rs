@@ -2,11 +2,12 @@
 //! the session state on it, map named statements to pool-wide ones in transaction mode,
 //! record what each request may change, and queue the bytes for the server.
 
-use super::relay::{Action, End, Relay, STREAM_OVER};
 use super::replay;
 use super::stmts::{self, Stmt};
+use super::{Action, Relay, STREAM_OVER};
 use crate::backend::pg::LoginError;
 use crate::error::Error;
+use crate::session::driver::End;
 use crate::session::effects::Effects;
 use bytes::{Buf, Bytes, BytesMut};
 use sluice_sql::Effect;
@@ -44,19 +45,19 @@ fn known_tag(tag: u8) -> bool {
 
 impl Relay {
     /// Handles every complete client message in the buffer.
-    pub(super) async fn on_client(&mut self) -> Result<Option<End>, Error> {
+    pub(super) async fn on_client_frames(&mut self) -> Result<Option<End>, Error> {
         // Frames are handled where they lie in the read buffer; it is set aside while
         // they are, and given back (with what was handled removed) afterwards.
-        let mut buf = std::mem::take(&mut self.io.cbuf);
+        let mut buf = std::mem::take(&mut self.core.io.cbuf);
         let r = self.client_frames(&mut buf).await;
-        if self.io.cbuf.is_empty() {
-            self.io.cbuf = buf;
+        if self.core.io.cbuf.is_empty() {
+            self.core.io.cbuf = buf;
         }
         r
     }
 
     async fn client_frames(&mut self, buf: &mut BytesMut) -> Result<Option<End>, Error> {
-        let max = self.s.max_message;
+        let max = self.core.max_message;
         loop {
             let item = self
                 .cscan
@@ -66,7 +67,7 @@ impl Relay {
             match item {
                 Item::Chunk(n) => {
                     if !self.c_dropping {
-                        self.io.to_server.extend_from_slice(&buf[..n]);
+                        self.core.io.to_server.extend_from_slice(&buf[..n]);
                     }
                     buf.advance(n);
                 }
@@ -74,9 +75,9 @@ impl Relay {
                     // Only CopyData streams. Without a COPY running on a server
                     // connection (or while skipping to Sync) it goes nowhere, as in
                     // PostgreSQL, which ignores CopyData outside copy mode.
-                    self.c_dropping = self.skip_to_sync || self.s.lease.is_none();
+                    self.c_dropping = self.skip_to_sync || self.core.lease.is_none();
                     if !self.c_dropping {
-                        self.io.to_server.extend_from_slice(&buf[..5]);
+                        self.core.io.to_server.extend_from_slice(&buf[..5]);
                     }
                     buf.advance(5);
                 }
@@ -103,7 +104,7 @@ impl Relay {
                     if let Some(end) = end? {
                         return Ok(Some(end));
                     }
-                    if self.muxed.is_some() {
+                    if self.core.muxed.is_some() {
                         // The rest waits for the answer from the shared connection.
                         break;
                     }
@@ -115,7 +116,7 @@ impl Relay {
 
     /// Gets a server connection and replays the client's session state on it.
     async fn acquire(&mut self) -> Result<(), Error> {
-        let pool = self.s.pool.clone();
+        let pool = self.core.pool.clone();
         let mut lease = match pool.lease().await {
             Ok(l) => l,
             Err(LoginError::Proxy(e)) => return Err(e),
@@ -125,21 +126,24 @@ impl Relay {
             }
         };
         let client_fp = self.s.params_fingerprint();
-        if let Some(sql) =
-            replay::replay_sql(&mut lease, &self.ledger, &self.s.client_params, client_fp)
-        {
-            encode::query(&mut self.io.to_server, sql.as_bytes());
+        if let Some(sql) = replay::replay_sql(
+            &mut lease,
+            &self.core.ledger,
+            &self.s.client_params,
+            client_fp,
+        ) {
+            encode::query(&mut self.core.io.to_server, sql.as_bytes());
             let t = self.token();
             self.tracker.push(TKind::Query, Origin::Injected, t);
             self.actions.push_back((t, Action::Replay));
-            lease.applied_sets.clone_from(&self.ledger.sets);
+            lease.applied_sets.clone_from(&self.core.ledger.sets);
         }
         self.status = lease.status;
         self.tracker.set_status(lease.status);
         self.unnamed_here = false;
         tracing::trace!(client = self.s.cancel.key.0, server = lease.pid, "lease");
-        self.s.lease = Some(lease);
-        self.s.sync_cancel();
+        self.core.lease = Some(lease);
+        self.sync_cancel();
         Ok(())
     }
 
@@ -168,14 +172,16 @@ impl Relay {
     async fn on_frame(&mut self, tag: u8, frame: &[u8]) -> Result<Option<End>, Error> {
         let body = &frame[5..];
         if tag == fe::TERMINATE {
-            return Ok(Some(End::Terminated));
+            return Ok(Some(End::ClientLeft));
         }
         if !known_tag(tag) {
             return Err(Error::protocol(format!(
                 "invalid frontend message type {tag}"
             )));
         }
-        self.route(tag, body)?;
+        if let Err(end) = crate::session::driver::route(self, |r| r.class_of(tag, body)) {
+            return Ok(Some(end));
+        }
         if self.skip_to_sync {
             if tag == fe::SYNC {
                 self.skip_to_sync = false;
@@ -188,13 +194,13 @@ impl Relay {
             }
             return Ok(None);
         }
-        if self.s.lease.is_none() && self.tx_mode() && self.answer_without_server(tag, body) {
+        if self.core.lease.is_none() && self.tx_mode() && self.answer_without_server(tag, body) {
             return Ok(None);
         }
         if tag == fe::QUERY && self.try_mux(frame, body) {
             return Ok(None);
         }
-        if self.s.lease.is_none() {
+        if self.core.lease.is_none() {
             if matches!(
                 tag,
                 fe::COPY_DATA | fe::COPY_DONE | fe::COPY_FAIL | fe::FLUSH
@@ -208,7 +214,7 @@ impl Relay {
             }
         }
         if self.at_rest
-            && let Some(key) = self.s.lease.as_ref().map(|l| l.key.clone())
+            && let Some(key) = self.core.lease.as_ref().map(|l| l.key.clone())
             && key.unsettled()
         {
             // A cancel aimed at the client's last statement has not reached the server
@@ -242,7 +248,7 @@ impl Relay {
                 if tag == fe::SYNC {
                     self.batch += 1;
                 }
-                self.io.to_server.extend_from_slice(frame);
+                self.core.io.to_server.extend_from_slice(frame);
             }
         }
         Ok(None)
@@ -260,12 +266,18 @@ impl Relay {
                     return false;
                 };
                 let fp = self.s.parse_fingerprint();
-                let pool = &self.s.pool;
+                let pool = &self.core.pool;
                 let hash = pool.current_statement(stmts::hash(query, types, fp));
                 if name.is_empty() || !pool.knows_statement(hash) {
                     return false;
                 }
-                let stmt = new_stmt(query, types, self.shared.pg.effects.of(query), fp, pool);
+                let stmt = new_stmt(
+                    query,
+                    types,
+                    self.core.shared.pg.effects.of(query),
+                    fp,
+                    pool,
+                );
                 self.stmts.insert(Bytes::copy_from_slice(name), stmt);
                 let t = self.token();
                 self.tracker
@@ -305,7 +317,7 @@ impl Relay {
         if self.tx_mode() {
             let sql = msg::query_text(body).unwrap_or_default();
             self.note_notifier(sql);
-            let effects = self.shared.pg.effects.of(sql);
+            let effects = self.core.shared.pg.effects.of(sql);
             let effects: &[Effect] = effects.as_deref().unwrap_or_default();
             // DEALLOCATE of a protocol-level statement: it exists under another name on
             // the server, so Sluice answers for it.
@@ -332,23 +344,23 @@ impl Relay {
             }
         }
         self.tracker.push(TKind::Query, Origin::Client, t);
-        self.io.to_server.extend_from_slice(frame);
+        self.core.io.to_server.extend_from_slice(frame);
     }
 
     /// Sends Parse for a pool-wide statement, preceded by a Close of the same name: if
     /// Sluice's idea of the connection's statements is ever stale, the Close makes the
     /// Parse succeed anyway (closing a name that does not exist is not an error).
     fn send_parse(&mut self, stmt: &Stmt, origin: Origin, client_name: Option<Bytes>) {
-        let Some(lease) = self.s.lease.as_mut() else {
+        let Some(lease) = self.core.lease.as_mut() else {
             return;
         };
         let cap = lease.pool().settings.statement_cache;
         let evicted = lease.prepared.insert(stmt.hash, cap, self.batch);
-        encode::target(&mut self.io.to_server, fe::CLOSE, b'S', &stmt.global);
+        encode::target(&mut self.core.io.to_server, fe::CLOSE, b'S', &stmt.global);
         let t = self.token();
         self.tracker.push(TKind::Close, Origin::Injected, t);
         encode::parse(
-            &mut self.io.to_server,
+            &mut self.core.io.to_server,
             &stmt.global,
             &stmt.query,
             &stmt.types,
@@ -364,7 +376,7 @@ impl Relay {
         ));
         if let Some(old) = evicted {
             encode::target(
-                &mut self.io.to_server,
+                &mut self.core.io.to_server,
                 fe::CLOSE,
                 b'S',
                 &stmts::global_name(old),
@@ -378,7 +390,7 @@ impl Relay {
     /// Parse (whose answer the client never sees) if not.
     fn ensure_prepared(&mut self, stmt: &Stmt) {
         let batch = self.batch;
-        let Some(lease) = self.s.lease.as_mut() else {
+        let Some(lease) = self.core.lease.as_mut() else {
             return;
         };
         if !lease.prepared.usable(stmt.hash, batch) {
@@ -395,7 +407,7 @@ impl Relay {
         let Some((query, types)) = self.unnamed.get() else {
             return;
         };
-        encode::parse(&mut self.io.to_server, b"", query, types);
+        encode::parse(&mut self.core.io.to_server, b"", query, types);
         {
             let t = self.token();
             self.tracker.push(TKind::Parse, Origin::Injected, t);
@@ -409,26 +421,26 @@ impl Relay {
         self.note_notifier(query);
         self.note_ddl(query);
         if name.is_empty() {
-            self.unnamed_effects = self.shared.pg.effects.of(query);
+            self.unnamed_effects = self.core.shared.pg.effects.of(query);
             self.unnamed.set(query, types);
             self.unnamed_here = true;
             let t = self.token();
             self.tracker.push(TKind::Parse, Origin::Client, t);
-            self.io.to_server.extend_from_slice(frame);
+            self.core.io.to_server.extend_from_slice(frame);
             return Ok(());
         }
         let fp = self.s.parse_fingerprint();
         let stmt = new_stmt(
             query,
             types,
-            self.shared.pg.effects.of(query),
+            self.core.shared.pg.effects.of(query),
             fp,
-            &self.s.pool,
+            &self.core.pool,
         );
         let name = Bytes::copy_from_slice(name);
         self.stmts.insert(name.clone(), stmt.clone());
         let batch = self.batch;
-        let Some(lease) = self.s.lease.as_mut() else {
+        let Some(lease) = self.core.lease.as_mut() else {
             return Ok(());
         };
         if lease.prepared.usable(stmt.hash, batch) {
@@ -448,7 +460,7 @@ impl Relay {
             None
         } else {
             let fp = self.s.parse_fingerprint();
-            let pool = &self.s.pool;
+            let pool = &self.core.pool;
             self.stmts.current(name, fp, |h| pool.current_statement(h))
         };
         let effects = match &stmt {
@@ -480,17 +492,17 @@ impl Relay {
         match stmt {
             Some(s) => {
                 self.ensure_prepared(&s);
-                encode::bind(&mut self.io.to_server, portal, &s.global, rest);
+                encode::bind(&mut self.core.io.to_server, portal, &s.global, rest);
             }
             None => {
                 if name.is_empty() {
                     self.ensure_unnamed();
                 }
                 if mapped.is_some() {
-                    encode::bind(&mut self.io.to_server, portal, name, rest);
+                    encode::bind(&mut self.core.io.to_server, portal, name, rest);
                 } else {
                     // Unknown names are the server's to refuse, with the client's name.
-                    self.io.to_server.extend_from_slice(frame);
+                    self.core.io.to_server.extend_from_slice(frame);
                 }
             }
         }
@@ -516,14 +528,14 @@ impl Relay {
                 self.actions.push_back((t, Action::ExecEffects(effects)));
             }
         }
-        self.io.to_server.extend_from_slice(frame);
+        self.core.io.to_server.extend_from_slice(frame);
     }
 
     fn describe(&mut self, frame: &[u8], body: &[u8]) -> Result<(), Error> {
         let (kind, name) =
             msg::target(body).ok_or_else(|| Error::protocol("malformed Describe message"))?;
         let fp = self.s.parse_fingerprint();
-        let pool = &self.s.pool;
+        let pool = &self.core.pool;
         let mut uses = None;
         match (
             kind,
@@ -531,14 +543,14 @@ impl Relay {
         ) {
             (b'S', Some(s)) if !name.is_empty() => {
                 self.ensure_prepared(&s);
-                encode::target(&mut self.io.to_server, fe::DESCRIBE, b'S', &s.global);
+                encode::target(&mut self.core.io.to_server, fe::DESCRIBE, b'S', &s.global);
                 uses = Some(s.hash);
             }
             _ => {
                 if kind == b'S' && name.is_empty() {
                     self.ensure_unnamed();
                 }
-                self.io.to_server.extend_from_slice(frame);
+                self.core.io.to_server.extend_from_slice(frame);
             }
         }
         let t = self.token();
@@ -565,7 +577,7 @@ impl Relay {
             self.named_portal_effects.remove(name);
         }
         self.tracker.push(TKind::Close, Origin::Client, t);
-        self.io.to_server.extend_from_slice(frame);
+        self.core.io.to_server.extend_from_slice(frame);
         Ok(())
     }
 }

@@ -59,7 +59,7 @@ pub fn global_name(hash: u128) -> Bytes {
     Bytes::from(format!("sluice_{hash:032x}"))
 }
 
-impl super::relay::Relay {
+impl super::Relay {
     /// A schema change (CREATE, ALTER, DROP): statements prepared from now on are named
     /// afresh (see `Pool::current_statement`).
     pub(super) fn note_ddl(&self, sql: &[u8]) {
@@ -68,7 +68,8 @@ impl super::relay::Relay {
             .iter()
             .any(|k| w.eq_ignore_ascii_case(k))
         {
-            self.shared
+            self.core
+                .shared
                 .schema_epoch
                 .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         }

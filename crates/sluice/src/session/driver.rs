@@ -1,0 +1,368 @@
+//! The session driver, written once for both protocols: one task per client moves bytes
+//! both ways between the client and whatever server connection it holds (the IO pump),
+//! gives the connection back when the release rule allows, asks the route again before
+//! each transaction (`session/reroute.rs`), keeps the session's clock, waits for
+//! answers from shared connections, and ends the session. A protocol plugs in through
+//! [`Relay`]: what its client and server frames mean, where its transactions stand,
+//! and how it says its last word.
+
+use super::pump::{Event, Pump};
+use super::reroute::RouteMark;
+use super::timeouts::{Clock, Expired, Phase};
+use super::{Ledger, TxStatus};
+use crate::error::{Error, Kind, Side};
+use crate::pool::{Duplex, Lease, Pool, PoolConn, Pools};
+use crate::shared::Shared;
+use bytes::BytesMut;
+use sluice_config::{Listener, PoolMode};
+use std::future::Future;
+use std::ops::DerefMut;
+use std::sync::Arc;
+
+/// How a session ended.
+pub enum End {
+    /// The client left (closed its socket, or said goodbye).
+    ClientLeft,
+    Shutdown,
+    Failed(Error),
+    /// The session ends with nothing more said to the client and its server connection
+    /// discarded: the server closed it (after its own last word, if any), or an idle
+    /// timeout of a protocol that ends sessions the way its server would, silently.
+    ServerClosed,
+}
+
+impl From<Error> for End {
+    fn from(e: Error) -> End {
+        End::Failed(e)
+    }
+}
+
+/// What both protocols keep alike of a client's session.
+pub struct Core<C: PoolConn> {
+    pub shared: Arc<Shared>,
+    pub io: Pump,
+    pub mode: PoolMode,
+    /// The listener the client came through.
+    pub cfg: Arc<Listener>,
+    /// Where its next server connection comes from (it moves with the route).
+    pub pool: Arc<Pool<C>>,
+    pub lease: Option<Lease<C>>,
+    /// Where the client's route stands.
+    pub route: RouteMark,
+    /// What the client changed on its server connection.
+    pub ledger: Ledger,
+    pub max_message: usize,
+    /// The answer to the client's request, coming from a shared connection.
+    pub muxed: Option<Arc<crate::mux::Answer>>,
+    /// The session's timeouts, when its pool has any (session/timeouts.rs).
+    pub clock: Option<Box<Clock>>,
+}
+
+/// What a session knows when it starts relaying.
+pub struct Seat<C: PoolConn> {
+    pub mode: PoolMode,
+    pub cfg: Arc<Listener>,
+    pub pool: Arc<Pool<C>>,
+    pub lease: Option<Lease<C>>,
+    pub route: RouteMark,
+    pub max_message: usize,
+}
+
+impl<C: PoolConn> Core<C> {
+    pub fn new(
+        shared: Arc<Shared>,
+        seat: Seat<C>,
+        client: crate::stream::Stream,
+        cbuf: BytesMut,
+        clock: Option<Box<Clock>>,
+    ) -> Core<C> {
+        Core {
+            io: Pump::new(&shared, client, cbuf),
+            shared,
+            mode: seat.mode,
+            cfg: seat.cfg,
+            pool: seat.pool,
+            lease: seat.lease,
+            route: seat.route,
+            ledger: Ledger::default(),
+            max_message: seat.max_message,
+            muxed: None,
+            clock,
+        }
+    }
+
+    pub fn tx_mode(&self) -> bool {
+        self.mode == PoolMode::Transaction
+    }
+}
+
+/// What a protocol supplies to the driver. The relay dereferences to its [`Core`].
+pub trait Relay: DerefMut<Target = Core<Self::Conn>> + Send + Sized {
+    type Conn: PoolConn + Duplex;
+
+    /// The pools of this protocol (a session's route may move it to another server's).
+    fn pools(shared: &Shared) -> &Pools<Self::Conn>;
+    /// The same opener pointed at another server.
+    fn retarget(
+        op: &<Self::Conn as PoolConn>::Opener,
+        target: crate::backend::Target,
+    ) -> <Self::Conn as PoolConn>::Opener;
+    /// The client's id in logs.
+    fn id(&self) -> u32;
+    /// Handles what the client sent (complete requests in `io.cbuf`).
+    fn on_client(&mut self) -> impl Future<Output = Result<(), End>> + Send;
+    /// Handles what the server sent (in the lease's read buffer).
+    fn on_server(&mut self) -> impl Future<Output = Result<(), End>> + Send;
+    /// The answer from a shared connection is complete (`done`: its first packet or
+    /// the error that ended it); `muxed` is already cleared.
+    fn answered(
+        &mut self,
+        answer: &crate::mux::Answer,
+        done: Result<Vec<u8>, Error>,
+    ) -> impl Future<Output = Result<(), End>> + Send;
+    /// Where an answer from a shared connection goes when Sluice reads it itself.
+    fn answer_sink(&mut self) -> Option<&mut BytesMut> {
+        None
+    }
+    /// Work due whenever the session is between events.
+    fn between(&mut self) {}
+
+    /// Something of the client's requests awaits an answer.
+    fn in_flight(&self) -> bool;
+    /// Between two requests: nothing the client sent before awaits an answer, so the
+    /// next one may start a transaction.
+    fn between_requests(&self) -> bool;
+    /// Nothing of the client's requests is in flight or half read, nothing pending for
+    /// the server (so the session may end or move).
+    fn idle(&self) -> bool;
+    fn tx_status(&self) -> TxStatus;
+    /// Protocol reasons to keep the connection a while longer (a frame half through,
+    /// a KILL on its way, LAST_INSERT_ID() to be read). Asked last, when everything
+    /// else lets the connection go: a `false` commits to letting it go (MySQL's KILL
+    /// registry then sees the client hold none).
+    fn holds(&self) -> bool {
+        false
+    }
+    /// The lease changed (taken or given back): cancel or KILL registries follow it.
+    fn lease_moved(&mut self);
+
+    /// The server may close the connection now without that being a failure.
+    fn server_may_close(&self) -> bool;
+    /// The server connection was lost mid-request (`e`: how; None: it closed).
+    fn lost(&self, e: Option<std::io::Error>) -> Error;
+    /// The client closed its socket.
+    fn client_closed(&self) -> End {
+        End::ClientLeft
+    }
+    /// `query_timeout` passed.
+    fn cancel_query(&mut self) {}
+    /// An idle timeout passed.
+    fn idle_timeout(&mut self, which: Expired) -> End;
+    /// Queues the session's last word for the client (a failure or a shutdown).
+    fn last_word(&mut self, end: &End);
+    /// The server connection holds no half-relayed frame.
+    fn clean(&self) -> bool;
+    /// A connection given back at the end needs a reset.
+    fn needs_reset(&self) -> bool;
+    /// The session ends: answer whatever waits on it.
+    fn before_finish(&mut self) {}
+}
+
+/// Runs a session to its end.
+pub async fn run<R: Relay>(mut r: R) {
+    let end = main_loop(&mut r).await;
+    // Boxed: ending a session (flushing, resetting the connection) needs a large future,
+    // which would otherwise sit in every connected client's task.
+    Box::pin(finish(&mut r, end)).await;
+}
+
+async fn main_loop<R: Relay>(r: &mut R) -> End {
+    let mut activity = true;
+    if !r.io.cbuf.is_empty()
+        && let Err(end) = r.on_client().await
+    {
+        return end;
+    }
+    loop {
+        r.between();
+        maybe_release(r);
+        if r.io.shutting_down && r.idle() && r.io.to_client.is_empty() {
+            return End::Shutdown;
+        }
+        if let Some(answer) = r.muxed.clone() {
+            let mut gone = false;
+            let done = {
+                let sink = r.answer_sink().map(std::mem::take);
+                let core: &mut Core<R::Conn> = r;
+                match sink {
+                    Some(mut s) => {
+                        let d = core.io.next_answer(&answer, Some(&mut s), &mut gone).await;
+                        if let Some(back) = r.answer_sink() {
+                            *back = s;
+                        }
+                        d
+                    }
+                    None => core.io.next_answer(&answer, None, &mut gone).await,
+                }
+            };
+            if gone {
+                return End::ClientLeft;
+            }
+            if let Some(done) = done {
+                r.muxed = None;
+                if let Err(end) = r.answered(&answer, done).await {
+                    return end;
+                }
+            }
+            continue;
+        }
+        watch_the_clock(r, activity);
+        let core: &mut Core<R::Conn> = r;
+        let server = core.lease.as_mut().map(|l| l.conn.duplex());
+        let ev = core.io.next(server).await;
+        activity = matches!(ev, Event::ClientRead(Ok(1..)));
+        let step = match ev {
+            Event::ServerRead(Ok(0) | Err(_)) if r.server_may_close() => Err(End::ServerClosed),
+            Event::ServerRead(Ok(0)) => Err(End::Failed(r.lost(None))),
+            Event::ServerRead(Ok(_)) => r.on_server().await,
+            Event::ServerRead(Err(e)) => Err(End::Failed(r.lost(Some(e)))),
+            Event::ClientRead(Ok(0)) | Event::ClientRead(Err(_)) => Err(r.client_closed()),
+            Event::ClientRead(Ok(_)) => r.on_client().await,
+            Event::Wrote => Ok(()),
+            Event::WriteFailed(Side::Client, _) => Err(End::ClientLeft),
+            Event::WriteFailed(_, e) => Err(End::Failed(r.lost(Some(e)))),
+            Event::Shutdown => {
+                r.io.shutting_down = true;
+                Ok(())
+            }
+            Event::Timeout => timed_out(r),
+        };
+        if let Err(end) = step {
+            return end;
+        }
+    }
+}
+
+/// In transaction mode, gives the server connection back as soon as the client is
+/// between transactions and holds no pinning state.
+fn maybe_release<R: Relay>(r: &mut R) {
+    let Some(lease) = r.lease.as_ref() else {
+        return;
+    };
+    if r.io.to_server.is_empty()
+        && lease.conn.unread() == 0
+        && super::may_release(r.mode, !r.in_flight(), r.tx_status(), &r.ledger)
+        && !r.holds()
+        && let Some(l) = r.lease.take()
+    {
+        // The client's cancel key lets go of the connection before the pool takes it
+        // (which waits for a cancel already on its way).
+        r.lease_moved();
+        l.put_back();
+        r.route.released();
+    }
+}
+
+/// Tells the session's clock what the client is doing; the pump wakes the relay at the
+/// next deadline.
+fn watch_the_clock<R: Relay>(r: &mut R, activity: bool) {
+    if r.clock.is_none() {
+        return;
+    }
+    let phase = Phase::of(
+        r.in_flight() || r.muxed.is_some(),
+        r.tx_status() != TxStatus::Idle && r.lease.is_some(),
+    );
+    let core: &mut Core<R::Conn> = r;
+    if let Some(c) = core.clock.as_mut() {
+        let deadline = c.observe(phase, activity);
+        core.io.set_deadline(deadline);
+    }
+}
+
+/// A timeout passed: the running statement is cancelled, or the session ends.
+fn timed_out<R: Relay>(r: &mut R) -> Result<(), End> {
+    let Some(c) = r.clock.as_mut() else {
+        return Ok(());
+    };
+    match c.expired() {
+        Expired::Query => {
+            r.cancel_query();
+            Ok(())
+        }
+        which => Err(r.idle_timeout(which)),
+    }
+}
+
+/// Before a client request that may start a transaction: in transaction mode, a session
+/// holding no server connection may move to another server's pool (`class`: what it is
+/// about to run, asked only where the route splits reads from writes); in session mode,
+/// a session whose server is no longer its route's (a primary demoted in place) ends.
+pub fn route<R: Relay>(r: &mut R, class: impl FnOnce(&R) -> sluice_sql::Class) -> Result<(), End> {
+    let between = r.between_requests() && r.muxed.is_none();
+    if r.tx_mode() && r.lease.is_none() && between {
+        let class = if r.cfg.route.kind == sluice_config::RouteKind::Split {
+            class(r)
+        } else {
+            sluice_sql::Class::Write
+        };
+        let core: &mut Core<R::Conn> = r;
+        let pools = (R::pools(&core.shared), &core.pool);
+        let next = super::reroute::reroute(
+            &core.shared,
+            &core.cfg,
+            pools,
+            &mut core.route,
+            class,
+            R::retarget,
+        );
+        if let Some(p) = next {
+            r.pool = p;
+        }
+    }
+    if !r.tx_mode() && between && r.tx_status() == TxStatus::Idle {
+        let core: &mut Core<R::Conn> = r;
+        let server = &core.pool.key.server;
+        if !super::reroute::still_routed(&core.shared, &core.cfg, &mut core.route, server) {
+            return Err(End::Failed(super::reroute::demoted(&core.cfg, server)));
+        }
+    }
+    Ok(())
+}
+
+async fn finish<R: Relay>(r: &mut R, end: End) {
+    r.before_finish();
+    match &end {
+        End::Failed(e) => {
+            tracing::info!(client = r.id(), error = %e, "closing client session");
+            r.shared.topology.suspect(&r.pool.key.server, e);
+            r.last_word(&end);
+        }
+        End::Shutdown => r.last_word(&end),
+        // The server closed the connection by itself: it may be going away.
+        End::ServerClosed => r.shared.topology.check_now(&r.pool.key.server),
+        End::ClientLeft => {}
+    }
+    if !matches!(end, End::ClientLeft) {
+        r.io.flush_client_now().await;
+    }
+    let Some(lease) = r.lease.take() else {
+        return;
+    };
+    r.lease_moved();
+    let clean = r.idle() && !r.in_flight() && r.clean() && lease.conn.unread() == 0;
+    match end {
+        End::Failed(Error {
+            kind: Kind::ServerGone | Kind::Desync,
+            ..
+        })
+        | End::ServerClosed => lease.discard(),
+        // A pass-through pool cannot open connections: in session mode it never hands
+        // one out again (every login authenticates on a fresh one).
+        _ if clean && r.mode == PoolMode::Session && !r.pool.can_open() => lease.discard(),
+        _ if clean && r.needs_reset() => lease.reset_and_put_back().await,
+        _ if clean => lease.put_back(),
+        // Mid-request: the connection's state is unknown.
+        _ => lease.discard(),
+    }
+}

@@ -1,0 +1,37 @@
+//! Sluice's own errors as a MySQL client sees them: an ERR packet with an error code
+//! and SQLSTATE.
+
+use crate::error::{Error, Kind};
+use bytes::BytesMut;
+use sluice_wire_mysql::{consts, packet, resp};
+
+/// The MySQL error code and SQLSTATE a client sees for one of Sluice's errors.
+pub fn error_code(e: &Error) -> (u16, &'static str) {
+    if e.sqlstate == Some("08001") {
+        // No server can take the client's route (no primary, none healthy): what a
+        // client gets when it cannot reach a server.
+        return (consts::CR_CONN_HOST_ERROR, "HY000");
+    }
+    match e.kind {
+        Kind::Auth => (consts::ER_ACCESS_DENIED_ERROR, "28000"),
+        Kind::PoolTimeout => (consts::ER_CON_COUNT_ERROR, "08004"),
+        Kind::Protocol => (consts::ER_UNKNOWN_COM_ERROR, "08S01"),
+        Kind::Unsupported => (1235, "42000"),
+        Kind::Shutdown => (1053, "08S01"),
+        Kind::ServerGone | Kind::Desync | Kind::Io => (consts::CR_SERVER_LOST, "HY000"),
+    }
+}
+
+/// Queues an ERR packet for `e` with sequence id `seq`.
+pub fn queue_error(out: &mut BytesMut, seq: u8, e: &Error) {
+    let (code, state) = error_code(e);
+    queue_err(out, seq, code, state, &e.message);
+}
+
+pub fn queue_err(out: &mut BytesMut, seq: u8, code: u16, state: &str, msg: &str) {
+    let mut payload = Vec::new();
+    let state: &[u8; 5] = state.as_bytes().try_into().unwrap_or(b"HY000");
+    resp::encode_err(&mut payload, code, state, msg.as_bytes());
+    let mut seq = seq;
+    packet::write_packet(out, &mut seq, &payload);
+}

@@ -1,0 +1,133 @@
+//! The MySQL relay's hooks for the session driver (session/driver.rs).
+
+use super::Relay;
+use super::errors::queue_error;
+use crate::backend::mysql::{Opener, ServerConn};
+use crate::error::{Error, Kind, Side};
+use crate::session::TxStatus;
+use crate::session::driver::{self, End};
+use crate::session::timeouts::Expired;
+use crate::shared::Shared;
+
+impl driver::Relay for Relay {
+    type Conn = ServerConn;
+
+    fn pools(shared: &Shared) -> &crate::pool::Pools<ServerConn> {
+        &shared.my.pools
+    }
+
+    fn retarget(op: &Opener, target: crate::backend::Target) -> Opener {
+        Opener {
+            target,
+            creds: op.creds.clone(),
+            database: op.database.clone(),
+            caps: op.caps,
+            charset: op.charset,
+        }
+    }
+
+    fn id(&self) -> u32 {
+        self.s.id
+    }
+
+    async fn on_client(&mut self) -> Result<(), End> {
+        self.on_client_packets().await
+    }
+
+    async fn on_server(&mut self) -> Result<(), End> {
+        self.on_server_packets()?;
+        if std::mem::take(&mut self.resume) {
+            // Sluice's own prepare is answered: the command waiting for it goes on.
+            return self.on_client_packets().await;
+        }
+        Ok(())
+    }
+
+    async fn answered(
+        &mut self,
+        _answer: &crate::mux::Answer,
+        done: Result<Vec<u8>, Error>,
+    ) -> Result<(), End> {
+        self.mux_answered(done).await
+    }
+
+    fn answer_sink(&mut self) -> Option<&mut bytes::BytesMut> {
+        self.preparing.as_mut().map(|p| &mut p.answer)
+    }
+
+    fn in_flight(&self) -> bool {
+        !self.at_rest()
+    }
+
+    fn between_requests(&self) -> bool {
+        self.at_rest()
+    }
+
+    fn idle(&self) -> bool {
+        Relay::idle(self)
+    }
+
+    fn tx_status(&self) -> TxStatus {
+        if self.in_transaction() {
+            TxStatus::InTransaction
+        } else {
+            TxStatus::Idle
+        }
+    }
+
+    fn holds(&self) -> bool {
+        self.hold_once || !self.s.kill.may_release()
+    }
+
+    fn lease_moved(&mut self) {
+        self.sync_kill();
+    }
+
+    fn server_may_close(&self) -> bool {
+        self.at_rest()
+    }
+
+    fn lost(&self, e: Option<std::io::Error>) -> Error {
+        match e {
+            None => Error::server_gone("Lost connection to server during query"),
+            Some(e) => Error::server_gone(format!("Lost connection to server during query: {e}")),
+        }
+    }
+
+    fn idle_timeout(&mut self, _which: Expired) -> End {
+        tracing::info!(client = self.s.id, "closing an idle client session");
+        End::ServerClosed
+    }
+
+    fn last_word(&mut self, end: &End) {
+        match end {
+            End::Failed(e) if e.side != Side::Client => {
+                let seq = self.c_seq.wrapping_add(1);
+                queue_error(&mut self.core.io.to_client, seq, e);
+            }
+            End::Shutdown => {
+                let e = Error::new(
+                    Kind::Shutdown,
+                    Side::Internal,
+                    "Server shutdown in progress",
+                );
+                queue_error(&mut self.core.io.to_client, 0, &e);
+            }
+            _ => {}
+        }
+    }
+
+    fn clean(&self) -> bool {
+        true
+    }
+
+    fn needs_reset(&self) -> bool {
+        true
+    }
+
+    fn before_finish(&mut self) {
+        for k in self.kills.drain(..) {
+            k.answered(false);
+        }
+    }
+}

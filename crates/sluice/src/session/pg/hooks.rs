@@ -1,0 +1,154 @@
+//! The PostgreSQL relay's hooks for the session driver (session/driver.rs).
+
+use super::Relay;
+use crate::backend::pg::{Opener, ServerConn};
+use crate::error::{Error, Kind, Side};
+use crate::session::TxStatus;
+use crate::session::driver::{self, End};
+use crate::session::timeouts::Expired;
+use crate::shared::Shared;
+use sluice_config::PoolMode;
+use sluice_wire_pg::encode::Severity;
+
+impl driver::Relay for Relay {
+    type Conn = ServerConn;
+
+    fn pools(shared: &Shared) -> &crate::pool::Pools<ServerConn> {
+        &shared.pg.pools
+    }
+
+    fn retarget(op: &Opener, target: crate::backend::Target) -> Opener {
+        Opener {
+            target,
+            params: op.params.clone(),
+            creds: op.creds.clone(),
+        }
+    }
+
+    fn id(&self) -> u32 {
+        self.s.cancel.key.0 as u32
+    }
+
+    async fn on_client(&mut self) -> Result<(), End> {
+        self.client_step().await
+    }
+
+    async fn on_server(&mut self) -> Result<(), End> {
+        self.on_server_frames().map_err(End::Failed)?;
+        self.fatal_check()
+    }
+
+    async fn answered(
+        &mut self,
+        answer: &crate::mux::Answer,
+        done: Result<Vec<u8>, Error>,
+    ) -> Result<(), End> {
+        if let Some(hash) = self.muxed_stmt.take()
+            && answer.stale()
+        {
+            self.core.pool.statement_stale(hash);
+        }
+        self.sync_cancel();
+        done.map_err(End::Failed)?;
+        self.client_step().await
+    }
+
+    fn between(&mut self) {
+        if self.signals.is_some() && self.at_rest {
+            self.settle_signals();
+        }
+    }
+
+    fn in_flight(&self) -> bool {
+        !self.at_rest
+    }
+
+    fn between_requests(&self) -> bool {
+        self.tracker.is_idle()
+    }
+
+    fn idle(&self) -> bool {
+        self.core.muxed.is_none()
+            && (self.core.lease.is_none()
+                || (self.at_rest && self.status == b'I' && self.core.io.to_server.is_empty()))
+    }
+
+    fn tx_status(&self) -> TxStatus {
+        TxStatus::from_pg(self.status)
+    }
+
+    fn holds(&self) -> bool {
+        self.cscan.in_frame()
+    }
+
+    fn lease_moved(&mut self) {
+        self.sync_cancel();
+    }
+
+    fn server_may_close(&self) -> bool {
+        self.server_fatal
+    }
+
+    fn lost(&self, e: Option<std::io::Error>) -> Error {
+        match e {
+            None => Error::server_gone("server closed the connection unexpectedly"),
+            Some(e) => Error::server_gone(format!("lost connection to server: {e}")),
+        }
+    }
+
+    fn client_closed(&self) -> End {
+        if self.s.cancel.slot.terminated() {
+            // Another client's pg_terminate_backend (see pids.rs).
+            return End::Failed(Error::new(
+                Kind::Shutdown,
+                Side::Server,
+                "terminating connection due to administrator command",
+            ));
+        }
+        End::ClientLeft
+    }
+
+    fn cancel_query(&mut self) {
+        // As the client's own CancelRequest would (see mod.rs).
+        let (pid, secret) = self.s.cancel.key;
+        let shared = self.core.shared.clone();
+        tokio::spawn(async move { super::cancel::cancel(&shared, pid, secret).await });
+    }
+
+    fn idle_timeout(&mut self, which: Expired) -> End {
+        let (code, message) = match which {
+            Expired::IdleInTransaction => (
+                "25P03",
+                "terminating connection due to idle-in-transaction timeout",
+            ),
+            _ => (
+                "57P05",
+                "terminating connection due to idle-session timeout",
+            ),
+        };
+        End::Failed(Error::new(Kind::Protocol, Side::Client, message).with_sqlstate(code))
+    }
+
+    fn last_word(&mut self, end: &End) {
+        match end {
+            End::Failed(e) => self.client_error(Severity::Fatal, e),
+            End::Shutdown => {
+                let e = Error::new(
+                    Kind::Shutdown,
+                    Side::Internal,
+                    "terminating connection due to administrator command",
+                );
+                self.client_error(Severity::Fatal, &e);
+            }
+            _ => {}
+        }
+    }
+
+    fn clean(&self) -> bool {
+        self.core.io.to_server.is_empty() && !self.sscan.in_frame()
+    }
+
+    fn needs_reset(&self) -> bool {
+        self.core.mode == PoolMode::Session || self.status != b'I' || self.core.ledger.is_pinned()
+    }
+}

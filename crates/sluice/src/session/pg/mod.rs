@@ -1,0 +1,269 @@
+//! A PostgreSQL session, once logged in: the protocol's side of the session driver
+//! (session/driver.rs). Client messages are handled in `client.rs`, server messages in
+//! `server.rs`; this file holds the relay's state and its hooks for the driver.
+
+pub mod cancel;
+mod client;
+mod hooks;
+mod muxed;
+mod pids;
+pub mod replay;
+mod route;
+mod server;
+mod stmts;
+
+use self::stmts::Statements;
+use crate::backend::pg::ServerConn;
+use crate::error::Error;
+use crate::session::cancel::Registration;
+use crate::session::driver::{self, Core, End, Seat};
+use crate::session::effects::Effects;
+use crate::session::timeouts::Clock;
+use crate::shared::Shared;
+use crate::stream::Stream;
+use bytes::BytesMut;
+use sluice_sql::Effect;
+use sluice_wire_pg::Scanner;
+use sluice_wire_pg::encode::{self, Severity};
+use sluice_wire_pg::track::Tracker;
+use std::collections::BTreeMap;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Frames larger than this whose content Sluice does not need stream through in pieces.
+pub(crate) const STREAM_OVER: usize = 64 * 1024;
+
+/// A logged-in client's seat (its pool, lease and route) and the rest of its session.
+pub type Admitted = (Seat<ServerConn>, Session);
+
+/// What the PostgreSQL relay needs about a logged-in client, beyond its seat.
+pub struct Session {
+    pub cancel: Registration,
+    /// Values of the server-reported parameters as this client has seen them (shared
+    /// with the clients that see the same; copied when this one's change).
+    pub client_params: Arc<BTreeMap<String, String>>,
+    /// Cached fingerprints of `client_params`, all its per-client parameters and those
+    /// that a Parse depends on (None when it changed).
+    pub client_fp: Option<(u64, u64)>,
+}
+
+impl Session {
+    /// Fingerprint of the per-client parameters this client has seen.
+    pub fn params_fingerprint(&mut self) -> u64 {
+        self.fingerprints().0
+    }
+
+    /// Fingerprint of the parameters this client's statements are parsed under.
+    pub fn parse_fingerprint(&mut self) -> u64 {
+        self.fingerprints().1
+    }
+
+    fn fingerprints(&mut self) -> (u64, u64) {
+        if let Some(f) = self.client_fp {
+            return f;
+        }
+        let f = (
+            crate::backend::pg::params_fingerprint(&self.client_params),
+            crate::backend::pg::parse_fingerprint(&self.client_params),
+        );
+        self.client_fp = Some(f);
+        f
+    }
+}
+
+/// Something to do once the server answers a request.
+enum Action {
+    /// A simple query's statements' effects, one per CommandComplete. `implicit`: the
+    /// statements run in one implicit transaction, so they count only if all succeed.
+    Effects { q: VecDeque<Effect>, implicit: bool },
+    /// Effects of an Execute, applied when it completes.
+    ExecEffects(std::sync::Arc<[Effect]>),
+    /// A Parse Sluice sent (for a client or by itself): confirmed when it succeeds,
+    /// forgotten when it fails.
+    Parse {
+        hash: u128,
+        client_name: Option<bytes::Bytes>,
+    },
+    /// The SETs Sluice replayed on a connection: if they fail, the session state is
+    /// unknown and the session ends.
+    Replay,
+    /// A Bind or Describe of the pool-wide statement `hash`: if the server answers
+    /// that its copy is stale (0A000, prepared before a schema change), the statement's
+    /// text goes by a new name from now on.
+    Uses { hash: u128 },
+}
+
+/// The client's last unnamed statement, kept in one reused buffer (it changes with
+/// almost every query of clients using the extended protocol).
+#[derive(Default)]
+struct Unnamed {
+    /// Query text, then the parameter types as in the Parse message.
+    buf: Vec<u8>,
+    query_len: usize,
+    set: bool,
+}
+
+impl Unnamed {
+    pub fn set(&mut self, query: &[u8], types: &[u8]) {
+        self.buf.clear();
+        self.buf.extend_from_slice(query);
+        self.buf.extend_from_slice(types);
+        self.query_len = query.len();
+        self.set = true;
+    }
+
+    pub fn clear(&mut self) {
+        self.set = false;
+    }
+
+    /// (query, parameter types), if there is an unnamed statement.
+    pub fn get(&self) -> Option<(&[u8], &[u8])> {
+        self.set.then(|| self.buf.split_at(self.query_len))
+    }
+}
+
+pub struct Relay {
+    /// What both protocols keep alike (see session/driver.rs).
+    core: Core<ServerConn>,
+    s: Session,
+    tracker: Tracker,
+    cscan: Scanner,
+    sscan: Scanner,
+    /// The server frame being streamed is dropped, not forwarded.
+    s_dropping: bool,
+    ledger_in_tx: bool,
+    stmts: Statements,
+    actions: VecDeque<(u64, Action)>,
+    next_token: u64,
+    /// Last ReadyForQuery status seen.
+    status: u8,
+    /// Nothing in flight and the last server message was ReadyForQuery.
+    at_rest: bool,
+    /// After Sluice failed a request itself: drop client messages up to Sync.
+    skip_to_sync: bool,
+    unnamed_effects: Effects,
+    portal_effects: Effects,
+    last_tag: Vec<u8>,
+    /// The CopyData frame being streamed from the client is dropped (no COPY running).
+    c_dropping: bool,
+    /// The client's last unnamed statement (query, parameter types), and whether it
+    /// exists on the server connection held now.
+    unnamed: Unnamed,
+    unnamed_here: bool,
+    /// Finished tracker entries, reused between calls.
+    done_buf: Vec<sluice_wire_pg::track::Done>,
+    /// Effects of named portals (rare), by portal name.
+    named_portal_effects: std::collections::HashMap<bytes::Bytes, std::sync::Arc<[Effect]>>,
+    /// Sync batches sent so far: a statement whose Parse went out in an earlier batch
+    /// is not relied on until the server confirms it.
+    batch: u64,
+    /// Set when something Sluice did on the client's behalf failed in a way that
+    /// leaves the session state unknown (e.g. replaying its SETs).
+    fatal: Option<Error>,
+    /// The server sent the client a FATAL error: it is about to close the connection.
+    server_fatal: bool,
+    /// The last error the server sent says a prepared statement's copy is stale.
+    stale_error: bool,
+    /// The pool-wide statement the client's round on a shared connection runs.
+    muxed_stmt: Option<u128>,
+    /// What the client's statements signalling other clients leave to do.
+    signals: Option<Box<self::pids::Signals>>,
+}
+
+impl std::ops::Deref for Relay {
+    type Target = Core<ServerConn>;
+    fn deref(&self) -> &Core<ServerConn> {
+        &self.core
+    }
+}
+
+impl std::ops::DerefMut for Relay {
+    fn deref_mut(&mut self) -> &mut Core<ServerConn> {
+        &mut self.core
+    }
+}
+
+pub async fn run(shared: Arc<Shared>, (seat, session): Admitted, stream: Stream, buf: BytesMut) {
+    let clock = Clock::new(crate::session::timeouts::Timeouts::of(&seat.pool));
+    let r = Relay {
+        core: Core::new(shared, seat, stream, buf, clock),
+        s: session,
+        tracker: Tracker::new(),
+        cscan: Scanner::default(),
+        sscan: Scanner::default(),
+        s_dropping: false,
+        ledger_in_tx: false,
+        stmts: Statements::default(),
+        actions: VecDeque::new(),
+        next_token: 0,
+        status: b'I',
+        at_rest: true,
+        skip_to_sync: false,
+        unnamed_effects: None,
+        portal_effects: None,
+        last_tag: Vec::new(),
+        c_dropping: false,
+        unnamed: Unnamed::default(),
+        unnamed_here: false,
+        done_buf: Vec::new(),
+        named_portal_effects: Default::default(),
+        batch: 0,
+        fatal: None,
+        server_fatal: false,
+        stale_error: false,
+        muxed_stmt: None,
+        signals: None,
+    };
+    driver::run(r).await;
+}
+
+impl Relay {
+    fn token(&mut self) -> u64 {
+        self.next_token += 1;
+        self.next_token
+    }
+
+    /// Points the client's cancel key at the connection it holds (or at nothing).
+    fn sync_cancel(&self) {
+        self.s
+            .cancel
+            .slot
+            .set(self.core.lease.as_ref().map(|l| l.key.clone()));
+    }
+
+    /// Sends the answers Sluice gives itself that are due now.
+    fn release_synthetic(&mut self) {
+        self.tracker.release_synthetic(&mut self.core.io.to_client);
+        if self.tracker.has_done() {
+            self.handle_done();
+        }
+    }
+
+    /// Queues an error for the client in its protocol.
+    fn client_error(&mut self, severity: Severity, e: &Error) {
+        encode::error(
+            &mut self.core.io.to_client,
+            severity,
+            e.sqlstate(),
+            &e.message,
+        );
+    }
+
+    /// After handling what one side sent: what Sluice did on the client's behalf may
+    /// have left the session state unknown.
+    fn fatal_check(&mut self) -> Result<(), End> {
+        match self.fatal.take() {
+            Some(e) => Err(End::Failed(e)),
+            None => Ok(()),
+        }
+    }
+
+    async fn client_step(&mut self) -> Result<(), End> {
+        match self.on_client_frames().await {
+            Ok(Some(end)) => return Err(end),
+            Ok(None) => self.release_synthetic(),
+            Err(e) => return Err(End::Failed(e)),
+        }
+        self.fatal_check()
+    }
+}
