@@ -216,6 +216,16 @@ async fn split_sends_reads_to_the_replica_and_writes_to_the_primary() {
     }
     let n: Option<i64> = c.query_first("SELECT COUNT(*) FROM s").await.unwrap();
     assert_eq!(n, Some(2));
+    // Applying again: a read right after a write waits the moment the replica needs
+    // and is served there (not by the primary), with the write.
+    for n in 3..=5 {
+        c.query_drop("INSERT INTO s VALUES (3)").await.unwrap();
+        let row: Option<(i64, u16)> = c
+            .query_first("SELECT COUNT(*), @@port FROM s")
+            .await
+            .unwrap();
+        assert_eq!(row, Some((n, r)), "the read waited for the replica");
+    }
     drop(h);
 }
 

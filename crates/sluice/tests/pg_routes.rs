@@ -366,7 +366,7 @@ fn split_config(primary: &PgServer, replica: &PgServer, pw: &str) -> String {
         text.push_str(&format!(
             "[listeners.{name}]\nprotocol = \"postgres\"\naddress = \"127.0.0.1:0\"\n\
              cluster = \"main\"\npool = \"tx\"\nauth = \"scram-sha-256\"\nroute = \"split\"\n\
-             read_your_writes = {ryw}\n"
+             read_your_writes = {ryw}\nread_your_writes_timeout = \"300ms\"\n"
         ));
     }
     text
@@ -424,11 +424,11 @@ async fn split_reads_your_writes_and_without_it_reads_stale() {
     replica.wait_caught_up(&primary).unwrap();
     replica.pause_replay(true).unwrap();
     // With read-your-writes: every read after a write sees it, though the replica
-    // replays nothing.
+    // replays nothing (each waits read_your_writes_timeout, then reads the primary).
     let c = connect(addr(&h, "split"), "postgres", &pw, "postgres")
         .await
         .unwrap();
-    for n in 1..=5 {
+    for n in 1..=3 {
         c.batch_execute("insert into t values (1)").await.unwrap();
         assert_eq!(count(&c).await, n);
     }
@@ -443,6 +443,19 @@ async fn split_reads_your_writes_and_without_it_reads_stale() {
         "the stale route read the paused replica"
     );
     replica.pause_replay(false).unwrap();
+    // Replaying again: a read right after a write waits the few milliseconds the
+    // replica needs and is served there (not by the primary), with the write.
+    let sql = "select count(*)::int, inet_server_port() from t";
+    for n in 5..=7 {
+        c.batch_execute("insert into t values (1)").await.unwrap();
+        let row = c.query_one(sql, &[]).await.unwrap();
+        assert_eq!(row.get::<_, i32>(0), n, "the read saw the session's write");
+        assert_eq!(
+            row.get::<_, i32>(1),
+            i32::from(replica.port()),
+            "the read waited for the replica instead of going to the primary"
+        );
+    }
     drop(h);
 }
 

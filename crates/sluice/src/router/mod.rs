@@ -131,10 +131,7 @@ fn reader<'t>(
 ) -> Result<&'t ServerView, NoRoute> {
     let ticket = ask.ticket;
     let fresh = |s: &&ServerView| {
-        let lag_ok = match (s.lag, c.max_replica_lag) {
-            (Some(lag), Some(max)) => lag <= max,
-            _ => true,
-        };
+        let lag_ok = c.lag_ok(s);
         let has_writes = match (ask.min_position, s.position) {
             (Some(min), Some(at)) => at >= min,
             (Some(_), None) => false,

@@ -296,9 +296,14 @@ fn timed_out<R: Relay>(r: &mut R) -> Result<(), End> {
 
 /// Before a client request that may start a transaction: in transaction mode, a session
 /// holding no server connection may move to another server's pool (`class`: what it is
-/// about to run, asked only where the route splits reads from writes); in session mode,
-/// a session whose server is no longer its route's (a primary demoted in place) ends.
-pub fn route<R: Relay>(r: &mut R, class: impl FnOnce(&R) -> sluice_sql::Class) -> Result<(), End> {
+/// about to run, asked only where the route splits reads from writes; a read that a
+/// replica would serve once it has replayed the session's last write waits for that up
+/// to `read_your_writes_timeout`, then goes to the primary); in session mode, a session
+/// whose server is no longer its route's (a primary demoted in place) ends.
+pub async fn route<R: Relay>(
+    r: &mut R,
+    class: impl FnOnce(&R) -> sluice_sql::Class,
+) -> Result<(), End> {
     let between = r.between_requests() && r.muxed.is_none();
     if r.tx_mode() && r.lease.is_none() && between {
         let class = if r.cfg.route.kind == sluice_config::RouteKind::Split {
@@ -306,18 +311,32 @@ pub fn route<R: Relay>(r: &mut R, class: impl FnOnce(&R) -> sluice_sql::Class) -
         } else {
             sluice_sql::Class::Write
         };
-        let core: &mut Core<R::Conn> = r;
-        let pools = (R::pools(&core.shared), &core.pool);
-        let next = super::reroute::reroute(
-            &core.shared,
-            &core.cfg,
-            pools,
-            &mut core.route,
-            class,
-            R::retarget,
-        );
-        if let Some(p) = next {
-            r.pool = p;
+        let mut deadline = None;
+        loop {
+            let core: &mut Core<R::Conn> = r;
+            let seen = core.shared.topology.snapshot().generation;
+            let pools = (R::pools(&core.shared), &core.pool);
+            let next = super::reroute::reroute(
+                &core.shared,
+                &core.cfg,
+                pools,
+                &mut core.route,
+                class,
+                R::retarget,
+            );
+            if let Some(p) = next.pool {
+                core.pool = p;
+            }
+            let Some(catch_up) = next.catch_up else {
+                break;
+            };
+            let now = tokio::time::Instant::now();
+            let until = *deadline.get_or_insert(now + core.cfg.route.read_your_writes_timeout);
+            if now >= until {
+                break;
+            }
+            super::reroute::wake(&core.shared, &core.cfg.cluster, catch_up);
+            core.shared.topology.changed_since(seen, until - now).await;
         }
     }
     if !r.tx_mode() && between && r.tx_status() == TxStatus::Idle {

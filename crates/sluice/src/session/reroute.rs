@@ -26,7 +26,7 @@ use std::time::Instant;
 /// Where a session's route stands.
 #[derive(Debug, Clone, Default)]
 pub struct RouteMark {
-    /// The topology generation its pool was chosen at.
+    /// The topology's route generation its pool was chosen at (`Topology::routes`).
     pub generation: u64,
     /// Its own round-robin ticket (so that it stays on one replica while nothing
     /// changes).
@@ -46,7 +46,7 @@ impl RouteMark {
     /// A session's mark at login.
     pub fn at_login(shared: &Shared, listener: &Listener) -> RouteMark {
         RouteMark {
-            generation: shared.topology.load().generation,
+            generation: shared.topology.load().routes,
             ticket: shared.tickets.last(&listener.name),
             ..RouteMark::default()
         }
@@ -103,12 +103,79 @@ impl RouteMark {
     }
 }
 
-/// The pool a session without a server connection should take its next one from, if
-/// not `pool`: None when nothing changed, when no server can take the route now (the
-/// lease then fails or waits as it would), or when `pool` cannot open connections by
-/// itself (a pass-through pool only grows by logins: such a session stays, and learns
-/// its server is gone from the error). `class`: what the session is about to run
-/// (split routes only). `retarget` points the pool's opener at the new server.
+impl RouteMark {
+    /// A split read that goes to the primary: would a replica serve it once it has
+    /// replayed the session's last write (within `read_your_writes_timeout`)?
+    fn catch_up(
+        &self,
+        listener: &Listener,
+        topology: &Topology,
+        uses: &dyn Fn(&str) -> usize,
+    ) -> Option<CatchUp> {
+        let route = &listener.route;
+        if !route.read_your_writes
+            || route.read_your_writes_timeout.is_zero()
+            || self.written_at.is_none()
+        {
+            return None;
+        }
+        let ask = Ask {
+            ticket: self.ticket,
+            min_position: None,
+        };
+        let free = crate::router::pick(route, topology, &listener.cluster, ask, uses).ok()?;
+        (free.role == Role::Replica).then_some(match self.min_position {
+            None => CatchUp::Primary,
+            Some(_) => CatchUp::Replicas,
+        })
+    }
+}
+
+/// Asks the checkers of the servers a read waiting for read-your-writes depends on to
+/// look now (the waiting session then sees the topology change).
+pub fn wake(shared: &Shared, cluster: &str, which: CatchUp) {
+    let topology = shared.topology.snapshot();
+    let Some(c) = topology.clusters.get(cluster) else {
+        return;
+    };
+    let config = shared.config.load();
+    let wanted = |s: &&crate::topology::ServerView| match which {
+        CatchUp::Primary => s.role == Role::Primary,
+        CatchUp::Replicas => s.role == Role::Replica,
+    };
+    for s in c.servers.iter().filter(|s| s.up).filter(wanted) {
+        if let Some(server) = config.servers.get(&*s.name) {
+            shared
+                .topology
+                .check_now(&format!("{}:{}", server.host, server.port));
+        }
+    }
+}
+
+/// A split route's read that a replica would serve once it has replayed the session's
+/// last write: which servers' checkers to ask now rather than at their next interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CatchUp {
+    /// The primary's position after the write is not known yet.
+    Primary,
+    /// No replica is known to have replayed up to it yet.
+    Replicas,
+}
+
+/// What asking the route again gave: the pool a session without a server connection
+/// should take its next one from, if not its own, and whether the read it is about to
+/// run would rather wait for a replica (read-your-writes).
+pub struct Rerouted<C: PoolConn> {
+    pub pool: Option<Arc<Pool<C>>>,
+    pub catch_up: Option<CatchUp>,
+}
+
+/// The route asked again (see [`Rerouted`]). The pool is None when nothing changed,
+/// when no server can take the route now (the lease then fails or waits as it would),
+/// or when `pool` cannot open connections by itself (a pass-through pool only grows by
+/// logins: such a session stays, and learns its server is gone from the error).
+/// `class`: what the session is about to run (split routes only). `retarget` points the
+/// pool's opener at the new server.
 pub fn reroute<C: PoolConn>(
     shared: &Shared,
     listener: &Listener,
@@ -116,13 +183,17 @@ pub fn reroute<C: PoolConn>(
     mark: &mut RouteMark,
     class: Class,
     retarget: impl FnOnce(&C::Opener, Target) -> C::Opener,
-) -> Option<Arc<Pool<C>>> {
+) -> Rerouted<C> {
     let topology = shared.topology.snapshot();
     let split = listener.route.kind == RouteKind::Split;
-    if topology.generation == mark.generation && !split {
-        return None;
+    let none = Rerouted {
+        pool: None,
+        catch_up: None,
+    };
+    if topology.routes == mark.generation && !split {
+        return none;
     }
-    mark.generation = topology.generation;
+    mark.generation = topology.routes;
     let (route, ask) = if split {
         mark.ask(&listener.route, class, &topology, &listener.cluster)
     } else {
@@ -134,7 +205,25 @@ pub fn reroute<C: PoolConn>(
     };
     let config = shared.config.load();
     let uses = |name: &str| in_use(shared, &config, name);
-    let picked = crate::router::pick(&route, &topology, &listener.cluster, ask, &uses).ok()?;
+    let Ok(picked) = crate::router::pick(&route, &topology, &listener.cluster, ask, &uses) else {
+        return none;
+    };
+    let catch_up = (split && class != Class::Write && picked.role == Role::Primary)
+        .then(|| mark.catch_up(listener, &topology, &uses))
+        .flatten();
+    let pool = pool_of(shared, listener, (pools, pool), mark, picked, retarget);
+    Rerouted { pool, catch_up }
+}
+
+/// The pool of the same key as `pool` on the server `picked`, if not `pool` itself.
+fn pool_of<C: PoolConn>(
+    shared: &Shared,
+    listener: &Listener,
+    (pools, pool): (&Pools<C>, &Arc<Pool<C>>),
+    mark: &mut RouteMark,
+    picked: &crate::topology::ServerView,
+    retarget: impl FnOnce(&C::Opener, Target) -> C::Opener,
+) -> Option<Arc<Pool<C>>> {
     if mark
         .on
         .as_ref()
@@ -142,10 +231,8 @@ pub fn reroute<C: PoolConn>(
     {
         return None;
     }
+    let config = shared.config.load();
     let server = config.servers.get(&*picked.name)?;
-    if split && picked.role == Role::Primary && class != Class::Write {
-        tracing::trace!(server = %picked.name, "split: a read on the primary");
-    }
     let addr = format!("{}:{}", server.host, server.port);
     if addr == pool.key.server {
         mark.on = Some((picked.name.clone(), addr));
@@ -193,10 +280,10 @@ pub fn still_routed(
     addr: &str,
 ) -> bool {
     let topology = shared.topology.snapshot();
-    if topology.generation == mark.generation || listener.route.kind != RouteKind::ReadWrite {
+    if topology.routes == mark.generation || listener.route.kind != RouteKind::ReadWrite {
         return true;
     }
-    mark.generation = topology.generation;
+    mark.generation = topology.routes;
     let Some(cluster) = topology
         .clusters
         .get(&listener.cluster)

@@ -10,6 +10,9 @@ use crate::shared::Shared;
 use sluice_config::{Cluster, Config, Server};
 use std::sync::Arc;
 
+/// The shortest time between two checks of a server that its wakers ask for.
+const MIN_GAP: std::time::Duration = std::time::Duration::from_millis(2);
+
 /// Starts the checkers of every cluster that discovers roles.
 pub fn start(shared: &Arc<Shared>) {
     let config = shared.config.load_full();
@@ -108,10 +111,15 @@ impl Checker {
                     None => std::future::pending().await,
                 }
             };
-            tokio::select! {
-                _ = tokio::time::sleep(h.interval) => {}
-                _ = notified => {}
-                _ = shutdown.changed() => {}
+            let woken = tokio::select! {
+                _ = tokio::time::sleep(h.interval) => false,
+                _ = notified => true,
+                _ = shutdown.changed() => false,
+            };
+            if woken && began.elapsed() < MIN_GAP {
+                // Sessions waiting for read-your-writes wake the checker as often as
+                // they read: it still looks at most every MIN_GAP.
+                tokio::time::sleep(MIN_GAP - began.elapsed()).await;
             }
             if self.shared.shutting_down() {
                 return;
@@ -141,6 +149,11 @@ impl Checker {
             return false;
         }
         let went_down = before.up && !view.up;
+        let view = view.clone();
+        let routes_moved = view.up != before.up
+            || view.role != before.role
+            || view.failed_once != before.failed_once
+            || cluster.lag_ok(&view) != cluster.lag_ok(&before);
         if view.role != before.role || view.up != before.up {
             tracing::info!(
                 cluster = %self.cluster.name,
@@ -165,6 +178,9 @@ impl Checker {
             tracing::error!(cluster = %self.cluster.name, servers = ?claim, "more than one server claims to be the primary: no writes until one steps down");
         }
         next.generation += 1;
+        if routes_moved {
+            next.routes += 1;
+        }
         topo.publish(next);
         went_down
     }

@@ -72,6 +72,14 @@ impl ClusterView {
         it.next().is_none().then_some(first)
     }
 
+    /// The server is not further behind than `max_replica_lag` (or its lag is unknown).
+    pub fn lag_ok(&self, s: &ServerView) -> bool {
+        match (s.lag, self.max_replica_lag) {
+            (Some(lag), Some(max)) => lag <= max,
+            _ => true,
+        }
+    }
+
     /// More than one healthy server claims to be the primary.
     pub fn split_brain(&self) -> bool {
         self.servers
@@ -85,8 +93,13 @@ impl ClusterView {
 /// The snapshot the router reads.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Topology {
-    /// Bumped on every change.
+    /// Bumped on every change (positions move it at every check).
     pub generation: u64,
+    /// Bumped when something a route that is not `split` depends on changes: a server
+    /// up or down, a role, a replica's lag crossing `max_replica_lag`. Sessions compare
+    /// it with the one they chose their server at, so between failovers their check
+    /// costs one comparison.
+    pub routes: u64,
     pub clusters: HashMap<String, ClusterView>,
 }
 
@@ -120,6 +133,7 @@ impl Topology {
             .collect();
         Topology {
             generation: 0,
+            routes: 0,
             clusters,
         }
     }
@@ -162,6 +176,17 @@ impl Topologies {
     pub(crate) fn publish(&self, t: Topology) {
         self.current.store(Arc::new(t));
         self.changed.notify_waiters();
+    }
+
+    /// Waits until the topology is past `generation` or `timeout` passes.
+    pub async fn changed_since(&self, generation: u64, timeout: Duration) {
+        let notified = self.changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.current.load().generation != generation {
+            return;
+        }
+        let _ = tokio::time::timeout(timeout, notified).await;
     }
 
     /// Waits until the topology changes or `timeout` passes.

@@ -309,7 +309,7 @@ impl Relay {
             );
             return Ok(Cmd::Consumed);
         };
-        crate::session::driver::route(self, |r| r.class_of(cmd, len))?;
+        crate::session::driver::route(self, |r| r.class_of(cmd, len)).await?;
         let kill = match self.kill_target(cmd, len) {
             self::kill::Kill::NotOurs => None,
             self::kill::Kill::Answered => return Ok(Cmd::Consumed),

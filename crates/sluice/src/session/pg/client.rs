@@ -179,7 +179,7 @@ impl Relay {
                 "invalid frontend message type {tag}"
             )));
         }
-        if let Err(end) = crate::session::driver::route(self, |r| r.class_of(tag, body)) {
+        if let Err(end) = crate::session::driver::route(self, |r| r.class_of(tag, body)).await {
             return Ok(Some(end));
         }
         if self.skip_to_sync {
