@@ -62,10 +62,56 @@ impl MariaDbServer {
         Ok(())
     }
 
-    /// Makes this replica a primary: replication stopped and forgotten, writable.
+    /// Makes this replica a primary, as an HA manager does: it stops receiving, applies
+    /// what it has received (when its SQL thread runs; 10 s at most), then replication
+    /// is stopped and forgotten and the server made writable. Nothing it acknowledged
+    /// to a semi-synchronous primary is lost.
     pub fn promote(&self) -> Result<()> {
+        self.sql("STOP SLAVE IO_THREAD;")?;
+        let status = self.sql("SHOW SLAVE STATUS\\G")?;
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(": "))
+                .map(str::trim)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let received = field("Gtid_IO_Pos");
+        if field("Slave_SQL_Running") == "Yes" && !received.is_empty() {
+            self.sql(&format!(
+                "SELECT MASTER_GTID_WAIT({}, 10);",
+                quote_str(&received)
+            ))?;
+        }
         self.sql("STOP SLAVE;\nRESET SLAVE ALL;\nSET GLOBAL read_only = OFF;\n")?;
         Ok(())
+    }
+
+    /// Makes replication to `replica` semi-synchronous (lossless: a commit returns once
+    /// the replica has the transaction in its relay log), and waits until the primary
+    /// counts it as a semi-synchronous client.
+    pub fn semi_sync(&self, replica: &MariaDbServer) -> Result<()> {
+        self.sql(
+            "SET GLOBAL rpl_semi_sync_master_enabled = ON;\n\
+             SET GLOBAL rpl_semi_sync_master_timeout = 60000;\n\
+             SET GLOBAL rpl_semi_sync_master_wait_point = 'AFTER_SYNC';\n",
+        )?;
+        replica.sql(
+            "SET GLOBAL rpl_semi_sync_slave_enabled = ON;\n\
+             STOP SLAVE IO_THREAD;\nSTART SLAVE IO_THREAD;\n",
+        )?;
+        for _ in 0..100 {
+            let n = self.sql("SHOW STATUS LIKE 'Rpl_semi_sync_master_clients';")?;
+            if n.split_whitespace().last() == Some("1") {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        anyhow::bail!(
+            "the replica on port {} never became semi-synchronous",
+            replica.port()
+        )
     }
 
     /// Stops (or starts again) applying what the replica receives.

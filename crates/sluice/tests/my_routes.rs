@@ -258,3 +258,68 @@ async fn a_session_on_a_demoted_primary_is_ended() {
     assert_eq!(eventually(rw, |port, _| port == r).await, (r, false));
     drop(h);
 }
+
+/// The dead primary during a write load, with semi-synchronous replication: clients
+/// insert numbered rows through the read-write route and count what was acknowledged;
+/// after kill -9 and a lossless promotion every acknowledged row is on the new primary
+/// and none is there twice (a write that failed was never sent again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_acknowledged_write_is_lost_or_repeated_across_a_failover() {
+    let (mut primary, replica) = servers();
+    let (p, r) = (primary.port(), replica.port());
+    primary.sql("CREATE TABLE w (client INT, seq INT)").unwrap();
+    replica.wait_caught_up(&primary).unwrap();
+    primary.semi_sync(&replica).unwrap();
+    let h = sluice(&config(&[("a", p), ("b", r)], "round-robin")).await;
+    let rw = addr(&h, "rw");
+    eventually(rw, |port, _| port == p).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for client in 0..4 {
+        let stop = stop.clone();
+        writers.push(tokio::spawn(async move {
+            let mut acked = Vec::new();
+            let mut conn: Option<mysql_async::Conn> = None;
+            let mut seq = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let Some(c) = conn.as_mut() else {
+                    let o = opts(rw, APP_USER, APP_PW, Some("test"));
+                    conn = mysql_async::Conn::new(o).await.ok();
+                    if conn.is_none() {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    continue;
+                };
+                seq += 1;
+                let sql = format!("INSERT INTO w VALUES ({client}, {seq})");
+                match c.query_drop(sql).await {
+                    Ok(()) => acked.push(seq),
+                    // Unknown whether it committed: never sent again.
+                    Err(_) => conn = None,
+                }
+            }
+            (client, acked)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    primary.kill();
+    replica.promote().unwrap();
+    eventually(rw, |port, ro| port == r && !ro).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut c = mysql_async::Conn::new(opts(rw, APP_USER, APP_PW, Some("test")))
+        .await
+        .unwrap();
+    let mut total = 0;
+    for w in writers {
+        let (client, acked) = w.await.unwrap();
+        total += acked.len();
+        let there: Vec<i32> = c
+            .query(format!("SELECT seq FROM w WHERE client = {client}"))
+            .await
+            .unwrap();
+        common::no_write_lost_or_repeated(client, &acked, &there);
+    }
+    assert!(total > 20, "the load ran ({total} acknowledged writes)");
+    drop(h);
+}

@@ -541,17 +541,7 @@ async fn no_acknowledged_write_is_lost_or_repeated_across_a_failover() {
             .await
             .unwrap();
         let there: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
-        let set: std::collections::BTreeSet<i32> = there.iter().copied().collect();
-        assert_eq!(
-            set.len(),
-            there.len(),
-            "client {client}: a row is there twice"
-        );
-        let lost: Vec<&i32> = acked.iter().filter(|s| !set.contains(s)).collect();
-        assert!(
-            lost.is_empty(),
-            "client {client}: acknowledged rows lost: {lost:?}"
-        );
+        common::no_write_lost_or_repeated(client, &acked, &there);
     }
     assert!(total > 20, "the load ran ({total} acknowledged writes)");
     drop(h);

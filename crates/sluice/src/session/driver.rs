@@ -96,6 +96,26 @@ impl<C: PoolConn> Core<C> {
     }
 }
 
+/// Makes a protocol's relay dereference to its [`Core`] (its field `core`), as
+/// [`Relay`] asks.
+macro_rules! relay_core {
+    ($relay:ty, $conn:ty) => {
+        impl std::ops::Deref for $relay {
+            type Target = $crate::session::driver::Core<$conn>;
+            fn deref(&self) -> &Self::Target {
+                &self.core
+            }
+        }
+
+        impl std::ops::DerefMut for $relay {
+            fn deref_mut(&mut self) -> &mut Self::Target {
+                &mut self.core
+            }
+        }
+    };
+}
+pub(crate) use relay_core;
+
 /// What a protocol supplies to the driver. The relay dereferences to its [`Core`].
 pub trait Relay: DerefMut<Target = Core<Self::Conn>> + Send + Sized {
     type Conn: PoolConn + Duplex;

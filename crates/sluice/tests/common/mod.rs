@@ -400,3 +400,19 @@ strategy = "{strategy}"
     ));
     t
 }
+
+/// After a failover under a write load: every row a client was told committed (`acked`)
+/// is among the rows found (`there`), and none is there twice.
+pub fn no_write_lost_or_repeated(client: i32, acked: &[i32], there: &[i32]) {
+    let set: std::collections::BTreeSet<i32> = there.iter().copied().collect();
+    assert_eq!(
+        set.len(),
+        there.len(),
+        "client {client}: a row is there twice"
+    );
+    let lost: Vec<&i32> = acked.iter().filter(|s| !set.contains(s)).collect();
+    assert!(
+        lost.is_empty(),
+        "client {client}: acknowledged rows lost: {lost:?}"
+    );
+}

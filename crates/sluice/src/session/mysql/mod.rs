@@ -129,18 +129,7 @@ pub struct Relay {
     status: u16,
 }
 
-impl std::ops::Deref for Relay {
-    type Target = Core<ServerConn>;
-    fn deref(&self) -> &Core<ServerConn> {
-        &self.core
-    }
-}
-
-impl std::ops::DerefMut for Relay {
-    fn deref_mut(&mut self) -> &mut Core<ServerConn> {
-        &mut self.core
-    }
-}
+driver::relay_core!(Relay, ServerConn);
 
 pub async fn run(
     shared: Arc<Shared>,

@@ -170,18 +170,7 @@ pub struct Relay {
     signals: Option<Box<self::pids::Signals>>,
 }
 
-impl std::ops::Deref for Relay {
-    type Target = Core<ServerConn>;
-    fn deref(&self) -> &Core<ServerConn> {
-        &self.core
-    }
-}
-
-impl std::ops::DerefMut for Relay {
-    fn deref_mut(&mut self) -> &mut Core<ServerConn> {
-        &mut self.core
-    }
-}
+driver::relay_core!(Relay, ServerConn);
 
 pub async fn run(shared: Arc<Shared>, (seat, session): Admitted, stream: Stream, buf: BytesMut) {
     let clock = Clock::new(crate::session::timeouts::Timeouts::of(&seat.pool));
