@@ -45,7 +45,7 @@ cargo clippy --workspace --all-targets -j "$JOBS" -- -D warnings
 
 section "tests"
 if cargo nextest --version >/dev/null 2>&1; then
-    ROUTES='binary(pg_routes) | binary(my_routes) | binary(pg_patroni)'
+    ROUTES='binary(pg_routes) | binary(my_routes) | binary(pg_patroni) | binary(routes_retry)'
     cargo nextest run --workspace --build-jobs "$JOBS" --test-threads "$THREADS" \
         --no-fail-fast --no-tests=warn -E "not ($ROUTES)"
     section "doctests"

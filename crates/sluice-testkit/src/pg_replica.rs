@@ -31,7 +31,16 @@ impl PgServer {
             .arg("-h")
             .arg(self.dir.path())
             .args(["-p", &self.port.to_string(), "-U", SUPERUSER])
-            .args(["-R", "-X", "stream", "-C", "-S", &slot, "--no-sync"])
+            .args([
+                "-R",
+                "-X",
+                "stream",
+                "-C",
+                "-S",
+                &slot,
+                "--no-sync",
+                "--checkpoint=fast",
+            ])
             .output()
             .context("run pg_basebackup")?;
         check(&out, "pg_basebackup")?;

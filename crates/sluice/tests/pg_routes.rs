@@ -401,6 +401,34 @@ async fn split_sends_reads_to_the_replica_and_writes_to_the_primary() {
         row.is_err(),
         "no sequence s: the statement ran (on the primary) and failed"
     );
+    // Statements of the extended protocol are routed too: a prepared insert after a
+    // read goes to the primary (the replica would refuse it), a prepared read to the
+    // replica.
+    let insert = c.prepare("insert into t values ($1)").await.unwrap();
+    c.simple_query("select 1").await.unwrap();
+    assert_eq!(port(&c).await.unwrap(), r);
+    c.execute(&insert, &[&2i32]).await.unwrap();
+    let n: i64 = c
+        .query_one("select count(*) from t", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 2, "the session reads its prepared write");
+    // One round of the unnamed statement (Parse, Bind, Execute, Sync): the same.
+    c.simple_query("select 1").await.unwrap();
+    let typed = tokio_postgres::types::Type::INT4;
+    c.query_typed("insert into t values ($1)", &[(&3i32, typed)])
+        .await
+        .unwrap();
+    let row = c
+        .query_typed("select inet_server_port()", &[])
+        .await
+        .unwrap();
+    assert_eq!(
+        row[0].get::<_, i32>(0),
+        r,
+        "an unnamed read round on the replica"
+    );
     // A whole transaction on the primary.
     let tx = "begin; select 1; commit";
     c.batch_execute(tx).await.unwrap();

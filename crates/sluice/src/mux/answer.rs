@@ -43,6 +43,8 @@ struct AnswerState {
     producer: Option<Waker>,
     /// The client is gone: what arrives is dropped.
     abandoned: bool,
+    /// Some of the answer has been taken for the client.
+    delivered: bool,
 }
 
 impl Answer {
@@ -92,6 +94,7 @@ impl Answer {
         let mut st = self.st.lock();
         let had = !st.buf.is_empty();
         if had {
+            st.delivered = true;
             out.extend_from_slice(&st.buf);
             st.buf.clear();
             if let Some(w) = st.producer.take() {
@@ -106,6 +109,11 @@ impl Answer {
         }
         st.waker = Some(cx.waker().clone());
         Poll::Pending
+    }
+
+    /// Whether any of the answer has been taken for the client.
+    pub fn delivered(&self) -> bool {
+        self.st.lock().delivered
     }
 
     /// The client left: drop what arrives from now on.

@@ -71,6 +71,9 @@ pub struct Ask {
     /// Read-your-writes: only replicas that have replayed up to this position (a
     /// position of the primary taken after the client's last write) may serve.
     pub min_position: Option<u64>,
+    /// A replica (by its place in the cluster's `servers`) not to read from: a read
+    /// that lost its connection there goes once to another.
+    pub avoid: Option<usize>,
 }
 
 /// The server of `cluster` that a new server connection for `route` should go to.
@@ -130,7 +133,11 @@ fn reader<'t>(
     in_use: &dyn Fn(&str) -> usize,
 ) -> Result<&'t ServerView, NoRoute> {
     let ticket = ask.ticket;
+    let avoided = ask.avoid.and_then(|i| c.servers.get(i));
     let fresh = |s: &&ServerView| {
+        if avoided.is_some_and(|a| std::ptr::eq(*s, a)) {
+            return false;
+        }
         let lag_ok = c.lag_ok(s);
         let has_writes = match (ask.min_position, s.position) {
             (Some(min), Some(at)) => at >= min,

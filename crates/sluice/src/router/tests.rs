@@ -54,6 +54,7 @@ fn ask(ticket: usize) -> Ask {
     Ask {
         ticket,
         min_position: None,
+        avoid: None,
     }
 }
 
@@ -318,6 +319,7 @@ fn split_reads_fall_back_to_the_primary_and_wait_for_writes() {
         let a = Ask {
             ticket,
             min_position: Some(min),
+            avoid: None,
         };
         pick(&split, &t, "c", a, &none).map(|s| s.name.to_string())
     };
@@ -331,4 +333,53 @@ fn split_reads_fall_back_to_the_primary_and_wait_for_writes() {
     // No replica at all: the primary.
     let t = topo(true, vec![p, server("r", true, Replica, Some(60))]);
     assert_eq!(pick_name(&split, &t, 0), Ok("p".into()));
+}
+
+#[test]
+fn a_retried_read_avoids_the_replica_it_lost() {
+    let t = topo(
+        true,
+        vec![
+            server("p", true, Primary, None),
+            server("r1", true, Replica, Some(0)),
+            server("r2", true, Replica, Some(0)),
+        ],
+    );
+    let avoiding = |route: &Route, avoid: usize, ticket| {
+        let a = Ask {
+            ticket,
+            min_position: None,
+            avoid: Some(avoid),
+        };
+        pick(route, &t, "c", a, &none).map(|s| s.name.to_string())
+    };
+    let ro = route(RouteKind::ReadOnly, Strategy::RoundRobin);
+    for ticket in 0..4 {
+        assert_eq!(avoiding(&ro, 1, ticket), Ok("r2".into()));
+        assert_eq!(avoiding(&ro, 2, ticket), Ok("r1".into()));
+    }
+    let lc = route(RouteKind::ReadOnly, Strategy::LeastConnections);
+    assert_eq!(avoiding(&lc, 1, 0), Ok("r2".into()));
+    // The only replica avoided: read-only has none, split and fallback the primary.
+    let t = topo(
+        true,
+        vec![
+            server("p", true, Primary, None),
+            server("r1", true, Replica, Some(0)),
+        ],
+    );
+    let a = Ask {
+        ticket: 0,
+        min_position: None,
+        avoid: Some(1),
+    };
+    assert_eq!(
+        pick(&ro, &t, "c", a, &none).map(|s| s.name.to_string()),
+        Err(NoRoute::NoReplica)
+    );
+    let split = route(RouteKind::Split, Strategy::RoundRobin);
+    assert_eq!(
+        pick(&split, &t, "c", a, &none).map(|s| s.name.to_string()),
+        Ok("p".into())
+    );
 }

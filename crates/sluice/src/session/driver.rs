@@ -11,7 +11,7 @@ use super::reroute::RouteMark;
 use super::timeouts::{Clock, Expired, Phase};
 use super::{Ledger, TxStatus};
 use crate::error::{Error, Kind, Side};
-use crate::pool::{Duplex, Lease, Pool, PoolConn, Pools};
+use crate::pool::{Duplex, Lease, LoginError, Pool, PoolConn, Pools};
 use crate::shared::Shared;
 use bytes::BytesMut;
 use sluice_config::{Listener, PoolMode};
@@ -56,6 +56,14 @@ pub struct Core<C: PoolConn> {
     pub muxed: Option<Arc<crate::mux::Answer>>,
     /// The session's timeouts, when its pool has any (session/timeouts.rs).
     pub clock: Option<Box<Clock>>,
+    /// The one request in flight, kept while it may be sent again elsewhere: a read
+    /// outside a transaction (transaction mode, a route that reads from replicas) of
+    /// which no answer byte has reached the client (see [`arm_retry`]).
+    pub retry: Option<Box<[u8]>>,
+    /// The request about to be handled is one sent again: it is not kept again.
+    retried: bool,
+    /// What the request being routed is (split routes; a write otherwise).
+    class: sluice_sql::Class,
 }
 
 /// What a session knows when it starts relaying.
@@ -88,6 +96,9 @@ impl<C: PoolConn> Core<C> {
             max_message: seat.max_message,
             muxed: None,
             clock,
+            retry: None,
+            retried: false,
+            class: sluice_sql::Class::Write,
         }
     }
 
@@ -165,6 +176,9 @@ pub trait Relay: DerefMut<Target = Core<Self::Conn>> + Send + Sized {
     }
     /// The lease changed (taken or given back): cancel or KILL registries follow it.
     fn lease_moved(&mut self);
+    /// The server connection was discarded with a request in flight that goes again
+    /// elsewhere: forget what was expected of it (its answers will not come).
+    fn forget_server(&mut self);
 
     /// The server may close the connection now without that being a failure.
     fn server_may_close(&self) -> bool;
@@ -230,7 +244,15 @@ async fn main_loop<R: Relay>(r: &mut R) -> End {
             }
             if let Some(done) = done {
                 r.muxed = None;
-                if let Err(end) = r.answered(&answer, done).await {
+                let step = match done {
+                    // The shared connection was lost before any answer byte: a read
+                    // goes once to another server.
+                    Err(e) if gone_server(&e) && !answer.delivered() && r.retry.is_some() => {
+                        send_again(r).await
+                    }
+                    done => r.answered(&answer, done).await,
+                };
+                if let Err(end) = step {
                     return end;
                 }
             }
@@ -243,14 +265,22 @@ async fn main_loop<R: Relay>(r: &mut R) -> End {
         activity = matches!(ev, Event::ClientRead(Ok(1..)));
         let step = match ev {
             Event::ServerRead(Ok(0) | Err(_)) if r.server_may_close() => Err(End::ServerClosed),
-            Event::ServerRead(Ok(0)) => Err(End::Failed(r.lost(None))),
-            Event::ServerRead(Ok(_)) => r.on_server().await,
-            Event::ServerRead(Err(e)) => Err(End::Failed(r.lost(Some(e)))),
+            Event::ServerRead(Ok(0)) => server_lost(r, None).await,
+            Event::ServerRead(Ok(_)) => {
+                let before = r.io.to_client.len();
+                let step = r.on_server().await;
+                if r.io.to_client.len() != before {
+                    // Part of the answer is on its way to the client: too late to retry.
+                    r.retry = None;
+                }
+                step
+            }
+            Event::ServerRead(Err(e)) => server_lost(r, Some(e)).await,
             Event::ClientRead(Ok(0)) | Event::ClientRead(Err(_)) => Err(r.client_closed()),
             Event::ClientRead(Ok(_)) => r.on_client().await,
             Event::Wrote => Ok(()),
             Event::WriteFailed(Side::Client, _) => Err(End::ClientLeft),
-            Event::WriteFailed(_, e) => Err(End::Failed(r.lost(Some(e)))),
+            Event::WriteFailed(_, e) => server_lost(r, Some(e)).await,
             Event::Shutdown => {
                 r.io.shutting_down = true;
                 Ok(())
@@ -261,6 +291,63 @@ async fn main_loop<R: Relay>(r: &mut R) -> End {
             return end;
         }
     }
+}
+
+/// Keeps `request` (all the client sent for it) to be sent once more to another server
+/// if its connection is lost before any answer byte: only in transaction mode, on a
+/// route that reads from replicas, for a read (`class`: one statement that changes
+/// nothing, by `sluice_sql::classify`). The protocol calls it only for a lone request
+/// outside a transaction, with nothing else in flight.
+pub fn arm_retry<C: PoolConn>(core: &mut Core<C>, class: sluice_sql::Class, request: &[u8]) {
+    core.retry = None;
+    if std::mem::take(&mut core.retried) {
+        return;
+    }
+    if core.tx_mode()
+        && core.cfg.route.kind != sluice_config::RouteKind::ReadWrite
+        && class == sluice_sql::Class::Read
+    {
+        core.retry = Some(request.into());
+    }
+}
+
+/// The server connection was lost. A read that may go again (see [`arm_retry`]) goes
+/// once to another server of the route; anything else ends the session with the
+/// protocol's error (a write is never sent again: it may have run).
+async fn server_lost<R: Relay>(r: &mut R, e: Option<std::io::Error>) -> Result<(), End> {
+    if r.retry.is_none() || r.lease.is_none() {
+        return Err(End::Failed(r.lost(e)));
+    }
+    send_again(r).await
+}
+
+/// A failure of a shared connection that says its server may be gone.
+fn gone_server(e: &Error) -> bool {
+    matches!(e.kind, Kind::ServerGone | Kind::Io)
+}
+
+/// Sends the request kept by [`arm_retry`] once more, as if the client had just sent
+/// it: the connection it ran on is discarded and the route asked again, avoiding that
+/// server (whose checker looks at once).
+async fn send_again<R: Relay>(r: &mut R) -> Result<(), End> {
+    let Some(request) = r.retry.take() else {
+        return Ok(());
+    };
+    let server = r.pool.key.server.clone();
+    tracing::info!(client = r.id(), %server, "a read lost its server: sent once more elsewhere");
+    r.shared.topology.check_now(&server);
+    if let Some(l) = r.lease.take() {
+        l.discard();
+    }
+    r.lease_moved();
+    r.forget_server();
+    r.io.to_server.clear();
+    r.route.avoid(&server);
+    r.retried = true;
+    let rest = r.io.cbuf.split();
+    r.io.cbuf.extend_from_slice(&request);
+    r.io.cbuf.unsplit(rest);
+    r.on_client().await
 }
 
 /// In transaction mode, gives the server connection back as soon as the client is
@@ -331,32 +418,20 @@ pub async fn route<R: Relay>(
         } else {
             sluice_sql::Class::Write
         };
+        r.class = class;
         let mut deadline = None;
         loop {
-            let core: &mut Core<R::Conn> = r;
-            let seen = core.shared.topology.snapshot().generation;
-            let pools = (R::pools(&core.shared), &core.pool);
-            let next = super::reroute::reroute(
-                &core.shared,
-                &core.cfg,
-                pools,
-                &mut core.route,
-                class,
-                R::retarget,
-            );
-            if let Some(p) = next.pool {
-                core.pool = p;
-            }
-            let Some(catch_up) = next.catch_up else {
+            let seen = r.shared.topology.snapshot().generation;
+            let Some(catch_up) = reroute_now(r) else {
                 break;
             };
             let now = tokio::time::Instant::now();
-            let until = *deadline.get_or_insert(now + core.cfg.route.read_your_writes_timeout);
+            let until = *deadline.get_or_insert(now + r.cfg.route.read_your_writes_timeout);
             if now >= until {
                 break;
             }
-            super::reroute::wake(&core.shared, &core.cfg.cluster, catch_up);
-            core.shared.topology.changed_since(seen, until - now).await;
+            super::reroute::wake(&r.shared, &r.cfg.cluster, catch_up);
+            r.shared.topology.changed_since(seen, until - now).await;
         }
     }
     if !r.tx_mode() && between && r.tx_status() == TxStatus::Idle {
@@ -367,6 +442,46 @@ pub async fn route<R: Relay>(
         }
     }
     Ok(())
+}
+
+/// Asks the session's route again (session/reroute.rs) and moves it to the pool it
+/// names; returns whether its read would rather wait for a replica.
+fn reroute_now<R: Relay>(r: &mut R) -> Option<super::reroute::CatchUp> {
+    let core: &mut Core<R::Conn> = r;
+    let pools = (R::pools(&core.shared), &core.pool);
+    let next = super::reroute::reroute(
+        &core.shared,
+        &core.cfg,
+        pools,
+        &mut core.route,
+        core.class,
+        R::retarget,
+    );
+    if let Some(p) = next.pool {
+        core.pool = p;
+    }
+    next.catch_up
+}
+
+/// Takes a server connection from the session's pool. When its server cannot be
+/// reached (nothing of the request was sent anywhere), a transaction-mode session on a
+/// route that reads from replicas asks its route once more, avoiding that server.
+pub async fn lease<R: Relay>(r: &mut R) -> Result<Lease<R::Conn>, LoginError> {
+    let pool = r.pool.clone();
+    let first = pool.lease().await;
+    let unreachable = matches!(&first, Err(LoginError::Proxy(e)) if gone_server(e));
+    if !unreachable || !r.tx_mode() || r.cfg.route.kind == sluice_config::RouteKind::ReadWrite {
+        return first;
+    }
+    let server = pool.key.server.clone();
+    r.shared.topology.check_now(&server);
+    r.route.avoid(&server);
+    reroute_now(r);
+    if Arc::ptr_eq(&r.pool, &pool) {
+        return first;
+    }
+    tracing::info!(client = r.id(), %server, "server unreachable: the request goes to another");
+    r.pool.clone().lease().await
 }
 
 async fn finish<R: Relay>(r: &mut R, end: End) {

@@ -78,6 +78,7 @@ pub async fn route_target(
         let ask = crate::router::Ask {
             ticket,
             min_position: None,
+            avoid: None,
         };
         match crate::router::pick(want.route, &topology, cluster, ask, &in_use) {
             Ok(s) => match config.servers.get(&*s.name) {

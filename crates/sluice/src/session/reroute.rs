@@ -40,6 +40,9 @@ pub struct RouteMark {
     /// Split: the server the session's pool is on, as the router names it, with its
     /// address (a repeated pick of the same server costs no lookup).
     on: Option<(Arc<str>, String)>,
+    /// A read lost its connection on the server at this address: the next pick avoids
+    /// it (once).
+    avoid: Option<String>,
 }
 
 impl RouteMark {
@@ -50,6 +53,12 @@ impl RouteMark {
             ticket: shared.tickets.last(&listener.name),
             ..RouteMark::default()
         }
+    }
+
+    /// The session's read lost its connection on the server at `addr`: its next pick is
+    /// made now, and avoids that server.
+    pub fn avoid(&mut self, addr: &str) {
+        self.avoid = Some(addr.to_owned());
     }
 
     /// The session gave its server connection back: a write it ran there is over.
@@ -75,6 +84,7 @@ impl RouteMark {
         let ask = Ask {
             ticket: self.ticket,
             min_position: None,
+            avoid: None,
         };
         if class == Class::Write {
             self.wrote = true;
@@ -122,6 +132,7 @@ impl RouteMark {
         let ask = Ask {
             ticket: self.ticket,
             min_position: None,
+            avoid: None,
         };
         let free = crate::router::pick(route, topology, &listener.cluster, ask, uses).ok()?;
         (free.role == Role::Replica).then_some(match self.min_position {
@@ -190,20 +201,31 @@ pub fn reroute<C: PoolConn>(
         pool: None,
         catch_up: None,
     };
-    if topology.routes == mark.generation && !split {
+    if topology.routes == mark.generation && !split && mark.avoid.is_none() {
         return none;
     }
     mark.generation = topology.routes;
-    let (route, ask) = if split {
+    let config = shared.config.load();
+    let avoid = mark.avoid.take().and_then(|addr| {
+        let c = topology.clusters.get(&listener.cluster)?;
+        c.servers.iter().position(|v| {
+            config
+                .servers
+                .get(&*v.name)
+                .is_some_and(|s| format!("{}:{}", s.host, s.port) == addr)
+        })
+    });
+    let (route, mut ask) = if split {
         mark.ask(&listener.route, class, &topology, &listener.cluster)
     } else {
         let ask = Ask {
             ticket: mark.ticket,
             min_position: None,
+            avoid: None,
         };
         (listener.route.clone(), ask)
     };
-    let config = shared.config.load();
+    ask.avoid = avoid;
     let uses = |name: &str| in_use(shared, &config, name);
     let Ok(picked) = crate::router::pick(&route, &topology, &listener.cluster, ask, &uses) else {
         return none;

@@ -83,6 +83,18 @@ impl driver::Relay for Relay {
         self.sync_kill();
     }
 
+    fn forget_server(&mut self) {
+        self.tracker = sluice_wire_mysql::track::Tracker::new(self.s.caps);
+        self.origins.clear();
+        self.s_first = true;
+        self.s_forward = true;
+        self.s_cont = false;
+        self.status = sluice_wire_mysql::consts::SERVER_STATUS_AUTOCOMMIT;
+        self.s.kill.set_muxed(None);
+        self.blocked = false;
+        self.preparing = None;
+    }
+
     fn server_may_close(&self) -> bool {
         self.at_rest()
     }

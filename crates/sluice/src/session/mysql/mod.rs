@@ -272,6 +272,13 @@ impl Relay {
             self.core.io.cbuf.get(4).copied()
         };
         let answer_seq = seq.wrapping_add(1);
+        // A lone query outside a transaction may go again elsewhere if its server
+        // connection is lost before it is answered (see driver::arm_retry).
+        let alone = cmd == Some(consts::COM_QUERY)
+            && len < packet::MAX_PAYLOAD
+            && self.at_rest()
+            && !self.in_transaction();
+        self.core.retry = None;
         // Sluice's own answers (errors) follow this packet.
         self.c_seq = seq;
         if seq != 0 {
@@ -311,7 +318,12 @@ impl Relay {
         let mut offer = false;
         if tx {
             match self.try_mux(cmd, len) {
-                self::muxed::Sharing::Queued(c) => return Ok(c),
+                self::muxed::Sharing::Queued(c) => {
+                    if alone {
+                        self.arm_retry(len);
+                    }
+                    return Ok(c);
+                }
                 self::muxed::Sharing::WantConnection => offer = kill.is_none(),
                 self::muxed::Sharing::No => {}
             }
@@ -329,7 +341,7 @@ impl Relay {
             return self.stmt_command(cmd, len);
         }
         if self.core.lease.is_none() {
-            let leased = self.core.pool.lease().await;
+            let leased = driver::lease(self).await;
             if leased.is_err()
                 && kill.is_some()
                 && let Some(k) = self.kills.pop_back()
@@ -411,7 +423,21 @@ impl Relay {
         if self.tracker.expect(cmd) {
             self.origins.push_back(Origin::Client { cmd, effects });
         }
+        if alone && self.core.lease.is_some() {
+            self.arm_retry(len);
+        }
         Ok(Cmd::Forward)
+    }
+
+    /// The client's query (`len` bytes at the start of its buffer) may go again
+    /// elsewhere if its server is lost before it is answered (see driver::arm_retry).
+    fn arm_retry(&mut self, len: usize) {
+        let class = self.class_of(consts::COM_QUERY, len);
+        let cbuf = std::mem::take(&mut self.core.io.cbuf);
+        if let Some(packet) = cbuf.get(..4 + len) {
+            driver::arm_retry(&mut self.core, class, packet);
+        }
+        self.core.io.cbuf = cbuf;
     }
 
     /// Handles every complete physical packet the server sent.

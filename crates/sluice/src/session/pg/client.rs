@@ -7,7 +7,7 @@ use super::stmts::{self, Stmt};
 use super::{Action, Relay, STREAM_OVER};
 use crate::backend::pg::LoginError;
 use crate::error::Error;
-use crate::session::driver::End;
+use crate::session::driver::{self, End};
 use crate::session::effects::Effects;
 use bytes::{Buf, Bytes, BytesMut};
 use sluice_sql::Effect;
@@ -82,6 +82,14 @@ impl Relay {
                     buf.advance(5);
                 }
                 Item::Whole(h) => {
+                    if known_tag(h.tag) {
+                        self.keep_for_retry(h.tag, buf, h.frame_len);
+                        let body = &buf[5..h.frame_len];
+                        let routed = driver::route(self, |r| r.class_of(h.tag, body)).await;
+                        if let Err(end) = routed {
+                            return Ok(Some(end));
+                        }
+                    }
                     let rewritten = if self.tx_mode() && matches!(h.tag, fe::QUERY | fe::PARSE) {
                         self.own_pids(h.tag, &buf[..h.frame_len])
                     } else {
@@ -96,6 +104,7 @@ impl Relay {
                     if let Some(n) = muxed {
                         // Parse .. Sync went to a shared connection as one unit.
                         buf.advance(n);
+                        self.round_left = 0;
                         break;
                     }
                     let frame = rewritten.as_deref().unwrap_or(&buf[..h.frame_len]);
@@ -114,10 +123,45 @@ impl Relay {
         Ok(None)
     }
 
+    /// Before a client frame: a lone request outside a transaction (a simple query, or
+    /// a round of the extended protocol complete in `buf`) is kept, while nothing of
+    /// its answer has come, to go once to another server if its own is lost (see
+    /// driver::arm_retry); any other frame lets go of the one kept.
+    fn keep_for_retry(&mut self, tag: u8, buf: &[u8], frame_len: usize) {
+        if self.round_left > 0 {
+            // A later frame of the round kept.
+            self.round_left = self.round_left.saturating_sub(frame_len);
+            return;
+        }
+        self.core.retry = None;
+        let alone = self.tx_mode()
+            && self.core.cfg.route.kind != sluice_config::RouteKind::ReadWrite
+            && self.tracker.is_idle()
+            && self.status == b'I'
+            && !self.skip_to_sync
+            && self.core.muxed.is_none();
+        let len = match tag {
+            _ if !alone => return,
+            fe::QUERY => frame_len,
+            fe::PARSE | fe::BIND => match super::muxed::round(buf, self.core.max_message) {
+                Some((_, at)) => at,
+                None => return,
+            },
+            _ => return,
+        };
+        let (Some(body), Some(request)) = (buf.get(5..frame_len), buf.get(..len)) else {
+            return;
+        };
+        let class = self.class_of(tag, body);
+        driver::arm_retry(&mut self.core, class, request);
+        if self.core.retry.is_some() {
+            self.round_left = len - frame_len;
+        }
+    }
+
     /// Gets a server connection and replays the client's session state on it.
     async fn acquire(&mut self) -> Result<(), Error> {
-        let pool = self.core.pool.clone();
-        let mut lease = match pool.lease().await {
+        let mut lease = match driver::lease(self).await {
             Ok(l) => l,
             Err(LoginError::Proxy(e)) => return Err(e),
             Err(LoginError::Server(body)) => {
@@ -178,9 +222,6 @@ impl Relay {
             return Err(Error::protocol(format!(
                 "invalid frontend message type {tag}"
             )));
-        }
-        if let Err(end) = crate::session::driver::route(self, |r| r.class_of(tag, body)).await {
-            return Ok(Some(end));
         }
         if self.skip_to_sync {
             if tag == fe::SYNC {

@@ -85,6 +85,19 @@ impl driver::Relay for Relay {
         self.sync_cancel();
     }
 
+    fn forget_server(&mut self) {
+        self.tracker = sluice_wire_pg::track::Tracker::new();
+        self.actions.clear();
+        self.sscan = sluice_wire_pg::Scanner::default();
+        self.s_dropping = false;
+        self.status = b'I';
+        self.at_rest = true;
+        self.unnamed_here = false;
+        self.stale_error = false;
+        self.muxed_stmt = None;
+        self.round_left = 0;
+    }
+
     fn server_may_close(&self) -> bool {
         self.server_fatal
     }

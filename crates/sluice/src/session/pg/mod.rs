@@ -168,6 +168,9 @@ pub struct Relay {
     muxed_stmt: Option<u128>,
     /// What the client's statements signalling other clients leave to do.
     signals: Option<Box<self::pids::Signals>>,
+    /// Bytes of the extended-protocol round kept for a retry still to be handled
+    /// (see client.rs `keep_for_retry`).
+    round_left: usize,
 }
 
 driver::relay_core!(Relay, ServerConn);
@@ -202,6 +205,7 @@ pub async fn run(shared: Arc<Shared>, (seat, session): Admitted, stream: Stream,
         stale_error: false,
         muxed_stmt: None,
         signals: None,
+        round_left: 0,
     };
     driver::run(r).await;
 }

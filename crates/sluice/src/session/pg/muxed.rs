@@ -179,7 +179,7 @@ type Frame<'a> = (u8, &'a [u8]);
 /// messages (tag, body) and length; None when it is incomplete, too long for a shared
 /// connection, or not of the shape (Parse,) Bind, (Describe,) Execute, Sync with the
 /// unnamed portal (and statement, where Describe names one).
-fn round(buf: &[u8], max: usize) -> Option<(Vec<Frame<'_>>, usize)> {
+pub(super) fn round(buf: &[u8], max: usize) -> Option<(Vec<Frame<'_>>, usize)> {
     let mut at = 0;
     let mut frames = Vec::with_capacity(5);
     while frames.len() < 5 {
