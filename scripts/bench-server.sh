@@ -3,11 +3,15 @@
 # benches/): starts it on a fixed loopback port, then waits; SIGTERM or SIGINT
 # stops it and deletes its directory. Nothing is kept.
 #
-#   scripts/bench-server.sh pg PORT [MAX_CONNECTIONS]
+#   scripts/bench-server.sh pg PORT [MAX_CONNECTIONS] [SYNC_STANDBY]
 #       PostgreSQL (the installed major version), trust auth on 127.0.0.1,
-#       database "bench"; max_connections default 1200
-#   scripts/bench-server.sh pg-replica PORT PRIMARY_PORT [MAX_CONNECTIONS]
-#       a streaming replica of the "pg" server on PRIMARY_PORT (waits for it)
+#       database "bench"; max_connections default 1200; with SYNC_STANDBY,
+#       synchronous replication: synchronous_commit = on and
+#       synchronous_standby_names = 'SYNC_STANDBY' (a replica's NAME below)
+#   scripts/bench-server.sh pg-replica PORT PRIMARY_PORT [MAX_CONNECTIONS] [NAME]
+#       a streaming replica of the "pg" server on PRIMARY_PORT (waits for it),
+#       known to it as NAME (cluster_name; default walreceiver); it names no
+#       synchronous standby of its own, so that it commits alone once promoted
 #   scripts/bench-server.sh mariadb PORT [MAX_CONNECTIONS] [HS_PORT]
 #       MariaDB, root@127.0.0.1 without a password, database "bench";
 #       max_connections default 1200; with HS_PORT also the reference
@@ -25,22 +29,32 @@ source "$SCRIPT_DIR/lib/common.sh"
 source "$SCRIPT_DIR/lib/mariadb.sh"
 sl_init_cleanup
 
-usage() { sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 (($# >= 2)) || usage
 kind=$1 port=$2
 [[ "$port" =~ ^[1-9][0-9]*$ ]] || usage
 
 case "$kind" in
     pg)
-        max=${3:-1200}
+        max=${3:-1200} sync=${4:-}
+        conf=("max_connections = $max")
+        if [[ -n "$sync" ]]; then
+            [[ "$sync" =~ ^[A-Za-z0-9_]+$ ]] || usage
+            conf+=("synchronous_commit = on" "synchronous_standby_names = '$sync'")
+        fi
         SL_PG_HOST_AUTH=trust SL_PG_PORT_WANTED=$port \
-            sl_pg_start_throwaway "" "max_connections = $max"
-        sl_pg_admin -c "CREATE DATABASE bench"
+            sl_pg_start_throwaway "" "${conf[@]}"
+        # The synchronous standby is not there yet: this commit must not wait for it.
+        sl_pg_admin -c "SET synchronous_commit = local" -c "CREATE DATABASE bench"
         ;;
     pg-replica)
         (($# >= 3)) || usage
+        name=${5:-}
+        [[ "$name" =~ ^[A-Za-z0-9_]*$ ]] || usage
         sl_wait_port 127.0.0.1 "$3" 120 || sl_die "no primary on port $3"
-        SL_PG_PORT_WANTED=$port sl_pg_start_replica "$3" "max_connections = ${4:-1200}"
+        conf=("max_connections = ${4:-1200}" "synchronous_standby_names = ''")
+        [[ -z "$name" ]] || conf+=("cluster_name = '$name'")
+        SL_PG_PORT_WANTED=$port sl_pg_start_replica "$3" "${conf[@]}"
         ;;
     mariadb)
         max=${3:-1200} hs=${4:-}
