@@ -69,6 +69,7 @@ pub fn run_started(f: &BenchFile, opts: &CompareOptions, procs: &mut Procs) -> R
         tables: Vec::new(),
         runs: Vec::new(),
         scale: Vec::new(),
+        failover: Vec::new(),
     };
     for t in f.table.iter().filter(|t| opts.wants(&t.id)) {
         setup_table(f, t)?;
