@@ -365,7 +365,8 @@ impl SqlConn {
     }
 }
 
-/// Whether an error from `op` means the connection cannot go on.
+/// Whether an error from `op` means the connection cannot go on. A PostgreSQL FATAL
+/// counts even before the client has seen the socket close (it is closing).
 pub fn fatal(conn: &SqlConn, e: &anyhow::Error) -> bool {
     if conn.is_closed() {
         return true;
@@ -373,6 +374,9 @@ pub fn fatal(conn: &SqlConn, e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<mysql_async::Error>()
             .is_some_and(|m| matches!(m, mysql_async::Error::Io(_) | mysql_async::Error::Driver(_)))
+            || c.downcast_ref::<tokio_postgres::Error>()
+                .and_then(|p| p.as_db_error())
+                .is_some_and(|d| matches!(d.severity(), "FATAL" | "PANIC"))
     })
 }
 
