@@ -7,6 +7,7 @@
 
 use crate::stats::Summary;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// The format version written in every document.
 pub const VERSION: u32 = 1;
@@ -154,6 +155,9 @@ pub struct FailoverSettings {
     /// Seconds of load before the kill, and after it.
     pub kill_after_s: f64,
     pub run_after_s: f64,
+    /// Seconds between the kill and the promotion.
+    #[serde(default)]
+    pub promote_after_s: f64,
     /// How the primary was killed and the replica promoted ("SIGKILL to the
     /// postmaster", "pg_promote()").
     pub kill: String,
@@ -164,6 +168,9 @@ pub struct FailoverSettings {
     pub health_failures: u32,
     /// The write window's target: health_interval × health_failures + 1 s.
     pub target_ms: u64,
+    /// The port of the replica promoted (reads are told apart by the port that
+    /// answered them).
+    pub promoted_port: u16,
     /// Free text from the benchmark file, printed under the tables.
     #[serde(default)]
     pub notes: String,
@@ -177,10 +184,11 @@ pub struct FailoverRecord {
     /// From the kill to the first write acknowledged by the new primary; None: none was
     /// within the run.
     pub write_window_ms: Option<f64>,
-    /// From the start of the first failed read to the end of the last; 0: none failed.
-    pub read_window_ms: f64,
     /// How long the promotion took (the promoting statement's answer).
     pub promote_ms: f64,
+    /// Replicas the primary waited for before acknowledging a commit, counted before the
+    /// load started (0: the database itself may lose acknowledged writes).
+    pub sync_replicas: u64,
     /// Writes acknowledged to the clients, in all, and after the kill.
     pub writes_acked: u64,
     pub writes_acked_after_kill: u64,
@@ -193,17 +201,40 @@ pub struct FailoverRecord {
     pub lost: u64,
     /// Rows on the new primary more than once: must be 0.
     pub duplicated: u64,
-    /// Times a writer or reader had to open a new connection (its own was closed).
-    pub reconnects: u64,
-    pub reads_ok: u64,
-    pub reads_failed: u64,
+    /// Times a writer had to open a new connection (its own was closed).
+    pub writer_reconnects: u64,
+    /// The writers' error messages, and how often each came.
+    #[serde(default)]
+    pub write_errors: BTreeMap<String, u64>,
+    /// The readers, connected all along.
+    pub reads: FailoverReads,
+    /// New clients of the read-only route, one after the other, 100 ms apart (log in,
+    /// one read, leave).
+    pub new_clients: FailoverReads,
+}
+
+/// What the reads of a failover round's read-only route saw. Times are milliseconds
+/// from the kill.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct FailoverReads {
+    pub ok: u64,
+    pub failed: u64,
+    /// From the start of the first failed read to the end of the last; 0: none failed.
+    pub window_ms: f64,
     /// The longest successful read that ended after the kill.
-    pub read_max_ms: f64,
-    /// The writers' and readers' error messages, and how often each came.
+    pub max_ms: f64,
+    /// Reads sent after the promotion had finished, by the port of the server that
+    /// answered them (the promoted one is a primary by then).
     #[serde(default)]
-    pub write_errors: std::collections::BTreeMap<String, u64>,
+    pub after_promotion: BTreeMap<i64, u64>,
+    /// When the last read the promoted server answered after its promotion ended.
     #[serde(default)]
-    pub read_errors: std::collections::BTreeMap<String, u64>,
+    pub last_new_primary_ms: Option<f64>,
+    /// Times a reader had to open a new connection (its own was closed).
+    #[serde(default)]
+    pub reconnects: u64,
+    #[serde(default)]
+    pub errors: BTreeMap<String, u64>,
 }
 
 impl FailoverRecord {

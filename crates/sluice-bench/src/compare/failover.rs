@@ -5,12 +5,14 @@
 //! 1. creates the readers' table (`sluice_bench`) and the writers' table on the primary
 //!    directly, and waits until both routes answer (the read-only one with the table's
 //!    rows, i.e. the replicas have them);
-//! 2. finds the primary's server process (PostgreSQL: the parent of a backend of its
+//! 2. counts the primary's synchronous replicas (without one, acknowledged writes may
+//!    be lost by the database itself) and finds the primary's server process (PostgreSQL: the parent of a backend of its
 //!    own connection, the postmaster; MySQL: the pid in `@@pid_file`);
 //! 3. runs the load ([`crate::scenario::failover`]); at `kill_after` the primary's
-//!    server gets SIGKILL and the replica is promoted at once (PostgreSQL
-//!    `pg_promote()`; MariaDB `STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = OFF`)
-//!    over a connection opened before;
+//!    server gets SIGKILL and the replica is promoted `promote_after` later (PostgreSQL
+//!    `pg_promote()`; MariaDB `STOP SLAVE IO_THREAD`, what it received applied, then
+//!    `STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = OFF`) over a connection
+//!    opened before;
 //! 4. reads every row from the new primary directly: acknowledged rows missing there are
 //!    lost, rows there twice are duplicated.
 //!
@@ -20,9 +22,10 @@
 use super::file::{BenchFile, FailoverSpec};
 use super::procs::{self, Procs};
 use super::{CompareOptions, now_rfc3339, runtime, sql_target};
-use crate::results::{FailoverRecord, FailoverSettings, Results, VERSION};
+use crate::results::{FailoverReads, FailoverRecord, FailoverSettings, Results, VERSION};
 use crate::scenario::failover::{
-    self as load, Check, Load, Numbers, WRITES_DDL, WRITES_TABLE, one_integer, one_value,
+    self as load, Check, Load, Moments, Numbers, ReadNumbers, WRITES_DDL, WRITES_TABLE,
+    one_integer, one_value,
 };
 use crate::scenario::setup::ensure_table;
 use crate::scenario::sql::{Protocol, SqlConn, SqlTarget, TABLE, split_addr};
@@ -68,12 +71,13 @@ pub fn run(f: &BenchFile, fo: &FailoverSpec, opts: &CompareOptions) -> Result<Re
         })?;
         eprintln!(
             "sluice-bench: failover round {round}/{rounds}: write window {} (target < {} ms), \
-             read window {} ms; {} writes acknowledged, {} failed ({} committed all the same), \
-             {} lost, {} duplicated; output in {}",
+             read window {} ms (new clients {} ms); {} writes acknowledged, {} failed ({} \
+             committed all the same), {} lost, {} duplicated; output in {}",
             rec.write_window_ms
                 .map_or_else(|| "none".to_string(), |w| format!("{} ms", thousands(w))),
             thousands(settings.target_ms as f64),
-            thousands(rec.read_window_ms),
+            thousands(rec.reads.window_ms),
+            thousands(rec.new_clients.window_ms),
             thousands(rec.writes_acked as f64),
             thousands(rec.writes_failed as f64),
             rec.writes_failed_present,
@@ -125,7 +129,8 @@ fn settings(f: &BenchFile, fo: &FailoverSpec) -> Result<FailoverSettings> {
         Protocol::Pg => ("SIGKILL to the postmaster", "pg_promote()"),
         Protocol::Mysql => (
             "SIGKILL to mariadbd",
-            "STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = OFF",
+            "STOP SLAVE IO_THREAD, the relay log applied, STOP SLAVE; RESET SLAVE ALL; \
+             SET GLOBAL read_only = OFF",
         ),
     };
     Ok(FailoverSettings {
@@ -135,6 +140,7 @@ fn settings(f: &BenchFile, fo: &FailoverSpec) -> Result<FailoverSettings> {
         writers: fo.writers,
         readers: fo.readers,
         kill_after_s: fo.kill_after,
+        promote_after_s: fo.promote_after,
         run_after_s: fo.run_after,
         kill: kill.to_string(),
         promote: promote.to_string(),
@@ -143,6 +149,7 @@ fn settings(f: &BenchFile, fo: &FailoverSpec) -> Result<FailoverSettings> {
         target_ms: interval_ms
             .saturating_mul(u64::from(h.failures))
             .saturating_add(1000),
+        promoted_port: split_addr(&target(f, &fo.promote)?.addr)?.1,
         notes: fo.notes.clone(),
     })
 }
@@ -187,11 +194,13 @@ fn one_round(
             .context("create the writers' table")?;
         c.close().await;
         wait_ready(&writes, &reads, f.keys).await?;
+        let sync_replicas = synchronous_replicas(&primary).await?;
         let pid = server_pid(&primary).await?;
         let promoter = SqlConn::connect(&promoted, &promoted.db)
             .await
             .context("connect to the replica to promote")?;
         let protocol = promoted.protocol;
+        let promote_after = Duration::from_secs_f64(fo.promote_after);
         let ran = load::run(&load, async move {
             let kill = Instant::now();
             procs::kill_hard(pid)?;
@@ -199,42 +208,60 @@ fn one_round(
                 "sluice-bench: killed the primary's server (pid {pid}) at {} UTC",
                 clock_utc()
             );
+            tokio::time::sleep(promote_after).await;
             let began = Instant::now();
             promote(promoter, protocol).await?;
-            let promote_ms = began.elapsed().as_secs_f64() * 1000.0;
+            let promoted = Instant::now();
+            let promote_ms = (promoted - began).as_secs_f64() * 1000.0;
             eprintln!(
                 "sluice-bench: promoted the replica at {} UTC ({promote_ms:.0} ms)",
                 clock_utc()
             );
-            Ok((kill, promote_ms))
+            Ok((kill, promoted, promote_ms))
         })
         .await?;
-        let (kill, promote_ms) = ran.event;
+        let (kill, promoted_at, promote_ms) = ran.event;
         let rows = rows_on(&promoted)
             .await
             .context("read the rows on the new primary")?;
-        let n = Numbers::of(&ran.writers, &ran.readers, kill, new_port);
+        let moments = Moments {
+            kill,
+            promoted: promoted_at,
+            new_port,
+        };
+        let n = Numbers::of(&ran.writers, moments);
         let check = Check::of(&ran.writers, &rows);
         Ok(FailoverRecord {
             round,
             settings: settings.clone(),
             write_window_ms: n.write_window_ms,
-            read_window_ms: n.read_window_ms,
             promote_ms,
+            sync_replicas,
             writes_acked: n.writes_acked,
             writes_acked_after_kill: n.writes_acked_after_kill,
             writes_failed: n.writes_failed,
             writes_failed_present: check.failed_present,
             lost: check.lost,
             duplicated: check.duplicated,
-            reconnects: n.reconnects,
-            reads_ok: n.reads_ok,
-            reads_failed: n.reads_failed,
-            read_max_ms: n.read_max_ms,
+            writer_reconnects: n.reconnects,
             write_errors: n.write_errors,
-            read_errors: n.read_errors,
+            reads: reads_record(ReadNumbers::of(&ran.readers, moments)),
+            new_clients: reads_record(ReadNumbers::of(std::slice::from_ref(&ran.probes), moments)),
         })
     })
+}
+
+fn reads_record(r: ReadNumbers) -> FailoverReads {
+    FailoverReads {
+        ok: r.ok,
+        failed: r.failed,
+        window_ms: r.window_ms,
+        max_ms: r.max_ms,
+        after_promotion: r.after_promotion,
+        last_new_primary_ms: r.last_new_primary_ms,
+        reconnects: r.reconnects,
+        errors: r.errors,
+    }
 }
 
 /// Waits until both routes answer [`READY_ANSWERS`] times in a row: the read-write one
@@ -344,6 +371,22 @@ async fn promote(mut c: SqlConn, protocol: Protocol) -> Result<()> {
             }
         }
         Protocol::Mysql => {
+            // What the replica received must be applied before it forgets its primary:
+            // semi-synchronous replication acknowledged those commits.
+            c.simple("STOP SLAVE IO_THREAD")
+                .await
+                .context("STOP SLAVE IO_THREAD")?;
+            let received = slave_status(&mut c, "Gtid_IO_Pos").await?;
+            if !received
+                .bytes()
+                .all(|b| b.is_ascii_digit() || b"-,".contains(&b))
+            {
+                bail!("unexpected Gtid_IO_Pos {received:?}");
+            }
+            let wait = format!("SELECT MASTER_GTID_WAIT('{received}', 30)");
+            if one_integer(&mut c, &wait).await? != 0 {
+                bail!("the replica did not apply what it received ({received}) within 30 s");
+            }
             for sql in [
                 "STOP SLAVE",
                 "RESET SLAVE ALL",
@@ -355,6 +398,42 @@ async fn promote(mut c: SqlConn, protocol: Protocol) -> Result<()> {
     }
     c.close().await;
     Ok(())
+}
+
+/// A column of a MySQL replica's `SHOW SLAVE STATUS`.
+async fn slave_status(c: &mut SqlConn, column: &str) -> Result<String> {
+    let SqlConn::My { conn, .. } = c else {
+        bail!("not a MySQL connection");
+    };
+    let row: mysql_async::Row = conn
+        .query_first("SHOW SLAVE STATUS")
+        .await?
+        .context("SHOW SLAVE STATUS: not a replica")?;
+    let v: Option<String> = row
+        .get_opt(column)
+        .with_context(|| format!("SHOW SLAVE STATUS has no column {column}"))?
+        .with_context(|| format!("SHOW SLAVE STATUS: {column} is not text"))?;
+    v.with_context(|| format!("SHOW SLAVE STATUS: {column} is NULL"))
+}
+
+/// Replicas the primary waits for before it acknowledges a commit (PostgreSQL: standbys
+/// in sync state; MariaDB: semi-synchronous replicas while semi-sync is on).
+async fn synchronous_replicas(t: &SqlTarget) -> Result<u64> {
+    let mut c = SqlConn::connect(t, &t.db).await?;
+    let sql = match t.protocol {
+        Protocol::Pg => "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'",
+        Protocol::Mysql => {
+            "SELECT IF(s.VARIABLE_VALUE = 'ON', n.VARIABLE_VALUE, 0) \
+             FROM information_schema.GLOBAL_STATUS s, information_schema.GLOBAL_STATUS n \
+             WHERE s.VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_STATUS' \
+             AND n.VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_CLIENTS'"
+        }
+    };
+    let n = one_integer(&mut c, sql)
+        .await
+        .context("count the synchronous replicas")?;
+    c.close().await;
+    Ok(u64::try_from(n).unwrap_or(0))
 }
 
 /// How often each (client, seq) is on the server.

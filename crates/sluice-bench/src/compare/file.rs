@@ -214,6 +214,10 @@ pub struct FailoverSpec {
     /// Seconds of load after the kill.
     #[serde(default = "d_run_after")]
     pub run_after: f64,
+    /// Seconds between the kill and the promotion (an HA manager's detection time;
+    /// default 0: at once).
+    #[serde(default)]
+    pub promote_after: f64,
     /// The Sluice configuration file the proxy runs with, and the cluster in it: the
     /// target is its health_interval × health_failures + 1 s.
     pub sluice_config: String,
@@ -385,6 +389,9 @@ impl BenchFile {
                 bail!("failover: {what} must be between 0.1 and 3600 seconds");
             }
         }
+        if !(0.0..fo.run_after).contains(&fo.promote_after) {
+            bail!("failover: promote_after must be at least 0 and less than run_after");
+        }
         Ok(())
     }
 }
@@ -475,6 +482,11 @@ mod tests {
                 "cluster = \"main\"",
                 "cluster = \"main\"\nkill_after = 0",
                 "kill_after",
+            ),
+            (
+                "cluster = \"main\"",
+                "cluster = \"main\"\npromote_after = 5",
+                "promote_after",
             ),
             (
                 "title = \"f\"",

@@ -7,15 +7,21 @@
 //! writer goes on with its next row, after a 10 ms pause (so that a route answering
 //! errors at once does not spin the shared cores), and on a new connection only if its
 //! own was closed. Every insert returns the port of the server that wrote the row, so
-//! the first row the new primary acknowledged is known. What each writer and reader saw
-//! is kept with its time; [`Numbers::of`] and [`Check::of`] turn that into the round's
-//! numbers once the kill's moment and the new primary's rows are known.
+//! the first row the new primary acknowledged is known, and every read the port of the
+//! server that answered it, so reads the promoted server still answered on the
+//! read-only route are known. What each writer and reader saw is kept with its time;
+//! [`Numbers::of`] and [`Check::of`] turn that into the round's numbers once the kill's
+//! moment and the new primary's rows are known.
 
-use super::sql::{Mode, Protocol, Sql, SqlConn, SqlTarget, Workload, fatal};
+mod numbers;
+
+pub use numbers::{Check, Moments, Numbers, ReadNumbers};
+
+use super::sql::{Protocol, SqlConn, SqlTarget, TABLE, fatal};
 use super::{Keys, Plan, open_all};
 use anyhow::{Context, Result, bail};
 use mysql_async::prelude::Queryable;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
@@ -33,6 +39,12 @@ const ERROR_PAUSE: Duration = Duration::from_millis(10);
 
 /// How long after the end of the run an answer is still awaited.
 const STUCK_AFTER: Duration = Duration::from_secs(10);
+
+/// The pause between one new client of the read-only route and the next, and how long
+/// one may take to log in and read (longer than a pool's usual wait_timeout, so that
+/// the route's own error is what shows).
+const PROBE_EVERY: Duration = Duration::from_millis(100);
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Distinct error messages kept per writer or reader (the rest are counted as "other").
 const MAX_DISTINCT_ERRORS: usize = 20;
@@ -83,12 +95,13 @@ pub struct WriterLog {
     pub reconnects: u64,
 }
 
-/// One read: when it was sent, when its answer (or error) came, whether it succeeded.
+/// One read: when it was sent, when its answer (or error) came, and the port of the
+/// server that answered (None: it failed).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Read {
     pub sent: Instant,
     pub done: Instant,
-    pub ok: bool,
+    pub port: Option<i64>,
 }
 
 /// What one reader did.
@@ -103,18 +116,33 @@ pub struct ReaderLog {
 pub struct Ran<E> {
     pub writers: Vec<WriterLog>,
     pub readers: Vec<ReaderLog>,
+    /// The new clients of the read-only route ([`prober`]).
+    pub probes: ReaderLog,
     pub event: E,
+}
+
+/// The server's own port, in SQL.
+fn port_expr(protocol: Protocol) -> &'static str {
+    match protocol {
+        Protocol::Pg => "inet_server_port()",
+        Protocol::Mysql => "@@port",
+    }
 }
 
 /// The insert of row (client, seq), returning the port of the server that wrote it.
 pub fn insert_sql(protocol: Protocol, client: i32, seq: i32) -> String {
-    let port = match protocol {
-        Protocol::Pg => "inet_server_port()",
-        Protocol::Mysql => "@@port",
-    };
+    let port = port_expr(protocol);
     format!(
         "INSERT INTO {WRITES_TABLE} (client, seq, port) VALUES ({client}, {seq}, {port}) \
          RETURNING port"
+    )
+}
+
+/// The point select of key `key`, returning the port of the server that read it.
+pub fn read_sql(protocol: Protocol, key: u64) -> String {
+    format!(
+        "SELECT {} FROM {TABLE} WHERE id = {key}",
+        port_expr(protocol)
     )
 }
 
@@ -168,14 +196,13 @@ where
     })
     .await
     .context("open the writers' connections")?;
-    let q = Sql::standard(Workload::PointSelect, Mode::Simple)?;
     let reader_conns = if load.readers == 0 {
         Vec::new()
     } else {
-        let (r, q) = (load.reads.clone(), q.clone());
+        let r = load.reads.clone();
         open_all(&plan(load.readers), move |_| {
-            let (r, q) = (r.clone(), q.clone());
-            async move { SqlConn::open(&r, &q).await }
+            let r = r.clone();
+            async move { SqlConn::connect(&r, &r.db).await }
         })
         .await
         .context("open the readers' connections")?
@@ -193,11 +220,16 @@ where
         writers.spawn(writer(load.writes.clone(), client, c, until));
     }
     let mut readers = JoinSet::new();
-    let reads_plan = plan(load.readers.max(1));
+    let reads_plan = plan(load.readers + 1);
     for (i, c) in reader_conns.into_iter().enumerate() {
         let keys = Keys::new(&reads_plan, i);
-        readers.spawn(reader(load.reads.clone(), q.clone(), keys, c, until));
+        readers.spawn(reader(load.reads.clone(), keys, c, until));
     }
+    let probes = tokio::spawn(prober(
+        load.reads.clone(),
+        Keys::new(&reads_plan, load.readers),
+        until,
+    ));
     let event = event.await.context("the failover event panicked")?;
     let mut w_logs = Vec::new();
     while let Some(j) = writers.join_next().await {
@@ -208,27 +240,19 @@ where
     while let Some(j) = readers.join_next().await {
         r_logs.push(j.context("a reader panicked")?);
     }
+    let probes = probes.await.context("the prober panicked")?;
     Ok(Ran {
         writers: w_logs,
         readers: r_logs,
+        probes,
         event: event?,
     })
 }
 
 /// A new connection for a writer or reader whose own was closed (None: not before the
 /// end of the run, or refused: the error is counted and the caller pauses).
-async fn reconnect(
-    t: &SqlTarget,
-    q: Option<&Sql>,
-    until: Instant,
-    errors: &mut ErrorCounts,
-) -> Option<SqlConn> {
-    let open = async {
-        match q {
-            Some(q) => SqlConn::open(t, q).await,
-            None => SqlConn::connect(t, &t.db).await,
-        }
-    };
+async fn reconnect(t: &SqlTarget, until: Instant, errors: &mut ErrorCounts) -> Option<SqlConn> {
+    let open = SqlConn::connect(t, &t.db);
     match timeout_at(tokio::time::Instant::from_std(until), open).await {
         Ok(Ok(c)) => Some(c),
         Ok(Err(e)) => {
@@ -250,7 +274,7 @@ async fn writer(t: SqlTarget, client: i32, conn: SqlConn, until: Instant) -> Wri
     let mut seq = 0i32;
     while Instant::now() < until {
         let Some(c) = conn.as_mut() else {
-            conn = reconnect(&t, None, until, &mut log.errors).await;
+            conn = reconnect(&t, until, &mut log.errors).await;
             log.reconnects += u64::from(conn.is_some());
             continue;
         };
@@ -286,30 +310,31 @@ async fn writer(t: SqlTarget, client: i32, conn: SqlConn, until: Instant) -> Wri
     log
 }
 
-async fn reader(t: SqlTarget, q: Sql, mut keys: Keys, conn: SqlConn, until: Instant) -> ReaderLog {
+async fn reader(t: SqlTarget, mut keys: Keys, conn: SqlConn, until: Instant) -> ReaderLog {
     let mut log = ReaderLog::default();
     let deadline = tokio::time::Instant::from_std(until + STUCK_AFTER);
     let mut conn = Some(conn);
     while Instant::now() < until {
         let Some(c) = conn.as_mut() else {
-            conn = reconnect(&t, Some(&q), until, &mut log.errors).await;
+            conn = reconnect(&t, until, &mut log.errors).await;
             log.reconnects += u64::from(conn.is_some());
             continue;
         };
+        let sql = read_sql(t.protocol, keys.draw());
         let sent = Instant::now();
-        let res = timeout_at(deadline, c.op(&q, &mut keys)).await;
+        let res = timeout_at(deadline, one_integer(c, &sql)).await;
         let done = Instant::now();
         match res {
-            Ok(Ok(_)) => log.reads.push(Read {
+            Ok(Ok(port)) => log.reads.push(Read {
                 sent,
                 done,
-                ok: true,
+                port: Some(port),
             }),
             Ok(Err(e)) => {
                 log.reads.push(Read {
                     sent,
                     done,
-                    ok: false,
+                    port: None,
                 });
                 count_error(&mut log.errors, &e);
                 if fatal(c, &e) {
@@ -321,7 +346,7 @@ async fn reader(t: SqlTarget, q: Sql, mut keys: Keys, conn: SqlConn, until: Inst
                 log.reads.push(Read {
                     sent,
                     done,
-                    ok: false,
+                    port: None,
                 });
                 count_error(
                     &mut log.errors,
@@ -337,216 +362,56 @@ async fn reader(t: SqlTarget, q: Sql, mut keys: Keys, conn: SqlConn, until: Inst
     log
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-/// The round's numbers from the logs (times in milliseconds from the kill).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Numbers {
-    pub write_window_ms: Option<f64>,
-    pub read_window_ms: f64,
-    pub writes_acked: u64,
-    pub writes_acked_after_kill: u64,
-    pub writes_failed: u64,
-    pub reads_ok: u64,
-    pub reads_failed: u64,
-    pub read_max_ms: f64,
-    pub reconnects: u64,
-    pub write_errors: ErrorCounts,
-    pub read_errors: ErrorCounts,
-}
-
-impl Numbers {
-    /// `new_port`: the promoted server's port.
-    pub fn of(
-        writers: &[WriterLog],
-        readers: &[ReaderLog],
-        kill: Instant,
-        new_port: i64,
-    ) -> Numbers {
-        let mut n = Numbers::default();
-        let mut first_new: Option<Instant> = None;
-        for w in writers {
-            n.writes_acked += w.acked.len() as u64;
-            n.writes_failed += w.failed.len() as u64;
-            n.reconnects += w.reconnects;
-            for a in &w.acked {
-                if a.at >= kill {
-                    n.writes_acked_after_kill += 1;
-                    if a.port == new_port && first_new.is_none_or(|f| a.at < f) {
-                        first_new = Some(a.at);
-                    }
-                }
+/// New clients of the read-only route, one after the other, 100 ms apart: each logs in,
+/// reads one row and leaves. Sessions that stay connected keep the server they had while the route has
+/// nowhere else to send them; a new client shows where the route itself stands.
+async fn prober(t: SqlTarget, mut keys: Keys, until: Instant) -> ReaderLog {
+    let mut log = ReaderLog::default();
+    while Instant::now() < until {
+        let sql = read_sql(t.protocol, keys.draw());
+        let sent = Instant::now();
+        let res = tokio::time::timeout(PROBE_TIMEOUT, async {
+            let mut c = SqlConn::connect(&t, &t.db).await?;
+            let port = one_integer(&mut c, &sql).await;
+            c.close().await;
+            port
+        })
+        .await;
+        let done = Instant::now();
+        let port = match res {
+            Ok(Ok(port)) => Some(port),
+            Ok(Err(e)) => {
+                count_error(&mut log.errors, &e);
+                None
             }
-            merge_errors(&mut n.write_errors, &w.errors);
-        }
-        n.write_window_ms = first_new.map(|f| ms(f - kill));
-        let mut failed_span: Option<(Instant, Instant)> = None;
-        let mut longest = Duration::ZERO;
-        for r in readers {
-            n.reconnects += r.reconnects;
-            merge_errors(&mut n.read_errors, &r.errors);
-            for x in &r.reads {
-                if x.ok {
-                    n.reads_ok += 1;
-                    if x.done >= kill {
-                        longest = longest.max(x.done - x.sent);
-                    }
-                } else {
-                    n.reads_failed += 1;
-                    failed_span = Some(match failed_span {
-                        None => (x.sent, x.done),
-                        Some((a, b)) => (a.min(x.sent), b.max(x.done)),
-                    });
-                }
+            Err(_) => {
+                count_error(
+                    &mut log.errors,
+                    &anyhow::anyhow!("no login and read within {PROBE_TIMEOUT:?}"),
+                );
+                None
             }
-        }
-        n.read_window_ms = failed_span.map_or(0.0, |(a, b)| ms(b - a));
-        n.read_max_ms = ms(longest);
-        n
-    }
-}
-
-fn merge_errors(into: &mut ErrorCounts, from: &ErrorCounts) {
-    for (k, v) in from {
-        *into.entry(k.clone()).or_default() += v;
-    }
-}
-
-/// What the new primary holds against what the writers were told.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Check {
-    /// Acknowledged rows that are not there.
-    pub lost: u64,
-    /// Rows there more than once.
-    pub duplicated: u64,
-    /// Failed rows that are there (committed, the acknowledgement lost).
-    pub failed_present: u64,
-}
-
-impl Check {
-    /// `rows`: how often each (client, seq) is on the new primary.
-    pub fn of(writers: &[WriterLog], rows: &HashMap<(i32, i32), i64>) -> Check {
-        let mut c = Check {
-            duplicated: rows.values().filter(|&&n| n > 1).count() as u64,
-            ..Check::default()
         };
-        for w in writers {
-            c.lost += w
-                .acked
-                .iter()
-                .filter(|a| !rows.contains_key(&(w.client, a.seq)))
-                .count() as u64;
-            c.failed_present += w
-                .failed
-                .iter()
-                .filter(|s| rows.contains_key(&(w.client, **s)))
-                .count() as u64;
-        }
-        c
+        log.reads.push(Read { sent, done, port });
+        sleep(PROBE_EVERY).await;
     }
+    log
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn at(base: Instant, ms: u64) -> Instant {
-        base + Duration::from_millis(ms)
-    }
-
     #[test]
-    fn inserts_return_the_server_port() {
+    fn statements_return_the_server_port() {
         assert_eq!(
             insert_sql(Protocol::Pg, 3, 17),
             "INSERT INTO failover_writes (client, seq, port) VALUES (3, 17, inet_server_port()) RETURNING port"
         );
         assert!(insert_sql(Protocol::Mysql, 1, 2).contains("(1, 2, @@port) RETURNING port"));
-    }
-
-    #[test]
-    fn windows_count_from_the_kill() {
-        let t = Instant::now();
-        let kill = at(t, 1000);
-        let ack = |seq, ms, port| Ack {
-            seq,
-            at: at(t, ms),
-            port,
-        };
-        let w = WriterLog {
-            client: 1,
-            // The old primary answered once after the kill; the new one from 2,300 ms.
-            acked: vec![
-                ack(1, 500, 5000),
-                ack(2, 1010, 5000),
-                ack(4, 2400, 5001),
-                ack(5, 2300, 5001),
-            ],
-            failed: vec![3],
-            errors: ErrorCounts::from([("gone".to_string(), 1)]),
-            reconnects: 1,
-        };
-        let read = |s, d, ok| Read {
-            sent: at(t, s),
-            done: at(t, d),
-            ok,
-        };
-        let r = ReaderLog {
-            reads: vec![
-                read(0, 1, true),
-                read(1100, 1150, false),
-                read(1160, 1400, true),
-                read(1500, 1520, false),
-            ],
-            errors: ErrorCounts::from([("gone".to_string(), 2)]),
-            reconnects: 0,
-        };
-        let n = Numbers::of(&[w], &[r], kill, 5001);
-        assert_eq!(n.write_window_ms, Some(1300.0));
-        assert_eq!(n.writes_acked, 4);
-        assert_eq!(n.writes_acked_after_kill, 3);
-        assert_eq!(n.writes_failed, 1);
-        assert_eq!(n.read_window_ms, 420.0);
-        assert_eq!((n.reads_ok, n.reads_failed), (2, 2));
-        assert_eq!(n.read_max_ms, 240.0);
-        assert_eq!(n.reconnects, 1);
-        assert_eq!(n.write_errors.get("gone"), Some(&1));
-        assert_eq!(n.read_errors.get("gone"), Some(&2));
-        // Nothing from the new primary: no window; no failed read: 0.
-        let quiet = Numbers::of(&[], &[ReaderLog::default()], kill, 5001);
-        assert_eq!(quiet.write_window_ms, None);
-        assert_eq!(quiet.read_window_ms, 0.0);
-    }
-
-    #[test]
-    fn lost_duplicated_and_failed_present() {
-        let t = Instant::now();
-        let ack = |seq| Ack {
-            seq,
-            at: t,
-            port: 1,
-        };
-        let w1 = WriterLog {
-            client: 1,
-            acked: vec![ack(1), ack(2), ack(4)],
-            failed: vec![3, 5],
-            ..WriterLog::default()
-        };
-        let w2 = WriterLog {
-            client: 2,
-            acked: vec![ack(1)],
-            ..WriterLog::default()
-        };
-        let rows = HashMap::from([((1, 1), 1), ((1, 2), 2), ((1, 3), 1), ((2, 1), 1)]);
-        let c = Check::of(&[w1, w2], &rows);
         assert_eq!(
-            c,
-            Check {
-                lost: 1,
-                duplicated: 1,
-                failed_present: 1
-            }
+            read_sql(Protocol::Mysql, 42),
+            "SELECT @@port FROM sluice_bench WHERE id = 42"
         );
     }
 
