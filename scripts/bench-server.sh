@@ -11,7 +11,8 @@
 #   scripts/bench-server.sh pg-replica PORT PRIMARY_PORT [MAX_CONNECTIONS] [NAME]
 #       a streaming replica of the "pg" server on PRIMARY_PORT (waits for it),
 #       known to it as NAME (cluster_name; default walreceiver); it names no
-#       synchronous standby of its own, so that it commits alone once promoted
+#       synchronous standby of its own, so that it commits alone once promoted,
+#       and retries its stream every 100 ms (a promotion may wait for that)
 #   scripts/bench-server.sh mariadb PORT [MAX_CONNECTIONS] [HS_PORT]
 #       MariaDB, root@127.0.0.1 without a password, database "bench";
 #       max_connections default 1200; with HS_PORT also the reference
@@ -39,7 +40,7 @@ source "$SCRIPT_DIR/lib/common.sh"
 source "$SCRIPT_DIR/lib/mariadb.sh"
 sl_init_cleanup
 
-usage() { sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 (($# >= 2)) || usage
 kind=$1 port=$2
 [[ "$port" =~ ^[1-9][0-9]*$ ]] || usage
@@ -62,7 +63,10 @@ case "$kind" in
         name=${5:-}
         [[ "$name" =~ ^[A-Za-z0-9_]*$ ]] || usage
         sl_wait_port 127.0.0.1 "$3" 120 || sl_die "no primary on port $3"
-        conf=("max_connections = ${4:-1200}" "synchronous_standby_names = ''")
+        # A promotion requested as the stream from a dead primary fails waits out
+        # wal_retrieve_retry_interval (default 5 s) before it completes.
+        conf=("max_connections = ${4:-1200}" "synchronous_standby_names = ''"
+            "wal_retrieve_retry_interval = '100ms'")
         [[ -z "$name" ]] || conf+=("cluster_name = '$name'")
         SL_PG_PORT_WANTED=$port sl_pg_start_replica "$3" "${conf[@]}"
         ;;
