@@ -184,8 +184,10 @@ pub struct FailoverRecord {
     /// From the kill to the first write acknowledged by the new primary; None: none was
     /// within the run.
     pub write_window_ms: Option<f64>,
-    /// How long the promotion took (the promoting statement's answer).
+    /// How long the promotion took (the promoting statement's answer), and when it had
+    /// finished: the write window less this is Sluice's own share.
     pub promote_ms: f64,
+    pub promoted_ms: f64,
     /// Replicas the primary waited for before acknowledging a commit, counted before the
     /// load started (0: the database itself may lose acknowledged writes).
     pub sync_replicas: u64,

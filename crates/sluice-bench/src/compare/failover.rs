@@ -236,6 +236,7 @@ fn one_round(
             settings: settings.clone(),
             write_window_ms: n.write_window_ms,
             promote_ms,
+            promoted_ms: promoted_at.saturating_duration_since(kill).as_secs_f64() * 1000.0,
             sync_replicas,
             writes_acked: n.writes_acked,
             writes_acked_after_kill: n.writes_acked_after_kill,
