@@ -46,6 +46,7 @@ const READY_ANSWERS: usize = 10;
 /// Runs every round of a failover file.
 pub fn run(f: &BenchFile, fo: &FailoverSpec, opts: &CompareOptions) -> Result<Results> {
     let settings = settings(f, fo)?;
+    let started = now_rfc3339();
     let rounds = opts.rounds.unwrap_or(f.rounds).max(1);
     let log_root = opts
         .log_dir
@@ -91,7 +92,7 @@ pub fn run(f: &BenchFile, fo: &FailoverSpec, opts: &CompareOptions) -> Result<Re
         version: VERSION,
         title: f.title.clone(),
         command: opts.command.clone(),
-        started: now_rfc3339(),
+        started,
         machine: procs::machine(),
         targets: vec![fo.writes.clone(), fo.reads.clone()],
         tables: Vec::new(),
