@@ -6,8 +6,9 @@
 //!    directly, and waits until both routes answer (the read-only one with the table's
 //!    rows, i.e. the replicas have them);
 //! 2. counts the primary's synchronous replicas (without one, acknowledged writes may
-//!    be lost by the database itself) and finds the primary's server process (PostgreSQL: the parent of a backend of its
-//!    own connection, the postmaster; MySQL: the pid in `@@pid_file`);
+//!    be lost by the database itself) and finds the primary's server process
+//!    (PostgreSQL: the parent of a backend of its own connection, the postmaster;
+//!    MySQL: the pid in `@@pid_file`);
 //! 3. runs the load ([`crate::scenario::failover`]); at `kill_after` the primary's
 //!    server gets SIGKILL and the replica is promoted `promote_after` later (PostgreSQL
 //!    `pg_promote()`; MariaDB `STOP SLAVE IO_THREAD`, what it received applied, then

@@ -56,8 +56,9 @@ pub(super) fn render(out: &mut String, records: &[FailoverRecord]) {
          the promotion: the part of it from the end of the promotion on (Sluice's own). \
          Read window: from the first failed read to the end of the last one (0: no read \
          failed), for the readers connected all along and for new clients, one after the \
-         other 100 ms apart (log in, one read, leave: where the route itself stands). Lost: acknowledged rows \
-         missing on the new primary; duplicated: rows there twice (both must be 0).\n\n",
+         other 100 ms apart (log in, one read, leave: where the route itself stands). \
+         Lost: acknowledged rows missing on the new primary; duplicated: rows there twice \
+         (both must be 0).\n\n",
     );
     out.push_str(
         "| round | write window ms | after the promotion ms | read window ms | new clients' read \

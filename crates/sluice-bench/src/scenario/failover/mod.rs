@@ -31,8 +31,8 @@ use tokio::time::{sleep, timeout_at};
 pub const WRITES_TABLE: &str = "failover_writes";
 
 /// The writes table: no key on purpose, so that a row written twice is there twice.
-pub const WRITES_DDL: &str = "CREATE TABLE failover_writes (client integer NOT NULL, seq integer NOT NULL, \
-     port integer NOT NULL)";
+pub const WRITES_DDL: &str = "CREATE TABLE failover_writes \
+    (client integer NOT NULL, seq integer NOT NULL, port integer NOT NULL)";
 
 /// Pause after a failed statement or connection attempt.
 const ERROR_PAUSE: Duration = Duration::from_millis(10);
@@ -363,8 +363,9 @@ async fn reader(t: SqlTarget, mut keys: Keys, conn: SqlConn, until: Instant) -> 
 }
 
 /// New clients of the read-only route, one after the other, 100 ms apart: each logs in,
-/// reads one row and leaves. Sessions that stay connected keep the server they had while the route has
-/// nowhere else to send them; a new client shows where the route itself stands.
+/// reads one row and leaves. Sessions that stay connected keep the server they had
+/// while the route has nowhere else to send them; a new client shows where the route
+/// itself stands.
 async fn prober(t: SqlTarget, mut keys: Keys, until: Instant) -> ReaderLog {
     let mut log = ReaderLog::default();
     while Instant::now() < until {
