@@ -3,15 +3,30 @@
 # benches/): starts it on a fixed loopback port, then waits; SIGTERM or SIGINT
 # stops it and deletes its directory. Nothing is kept.
 #
-#   scripts/bench-server.sh pg PORT [MAX_CONNECTIONS]
+#   scripts/bench-server.sh pg PORT [MAX_CONNECTIONS] [SYNC_STANDBY]
 #       PostgreSQL (the installed major version), trust auth on 127.0.0.1,
-#       database "bench"; max_connections default 1200
-#   scripts/bench-server.sh pg-replica PORT PRIMARY_PORT [MAX_CONNECTIONS]
-#       a streaming replica of the "pg" server on PRIMARY_PORT (waits for it)
+#       database "bench"; max_connections default 1200; with SYNC_STANDBY,
+#       synchronous replication: synchronous_commit = on and
+#       synchronous_standby_names = 'SYNC_STANDBY' (a replica's NAME below)
+#   scripts/bench-server.sh pg-replica PORT PRIMARY_PORT [MAX_CONNECTIONS] [NAME]
+#       a streaming replica of the "pg" server on PRIMARY_PORT (waits for it),
+#       known to it as NAME (cluster_name; default walreceiver); it names no
+#       synchronous standby of its own, so that it commits alone once promoted,
+#       and retries its stream every 100 ms (a promotion may wait for that)
 #   scripts/bench-server.sh mariadb PORT [MAX_CONNECTIONS] [HS_PORT]
 #       MariaDB, root@127.0.0.1 without a password, database "bench";
 #       max_connections default 1200; with HS_PORT also the reference
 #       HandlerSocket plugin (reads on HS_PORT, writes on HS_PORT+1, no secret)
+#   scripts/bench-server.sh mariadb-primary PORT [MAX_CONNECTIONS]
+#       as "mariadb", with a binary log (server_id 1) and semi-synchronous
+#       replication (AFTER_SYNC: a commit is acknowledged once a semi-synchronous
+#       replica has it; asynchronous while none is connected), and a user
+#       bench@127.0.0.1 (password "bench", every privilege) for proxies that log
+#       in with a password
+#   scripts/bench-server.sh mariadb-replica PORT PRIMARY_PORT [MAX_CONNECTIONS] [sync]
+#       a GTID replica (read_only) of the "mariadb-primary" server on
+#       PRIMARY_PORT (waits for it), replicating its binary log from the start
+#       (as root); with "sync", a semi-synchronous one; waits until caught up
 #   scripts/bench-server.sh pgbouncer PORT BACKEND_PORT [MODE] [POOL_SIZE]
 #       PgBouncer (Debian package) in front of 127.0.0.1:BACKEND_PORT,
 #       trust auth, MODE default transaction, pool default 20,
@@ -25,22 +40,35 @@ source "$SCRIPT_DIR/lib/common.sh"
 source "$SCRIPT_DIR/lib/mariadb.sh"
 sl_init_cleanup
 
-usage() { sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 (($# >= 2)) || usage
 kind=$1 port=$2
 [[ "$port" =~ ^[1-9][0-9]*$ ]] || usage
 
 case "$kind" in
     pg)
-        max=${3:-1200}
+        max=${3:-1200} sync=${4:-}
+        conf=("max_connections = $max")
+        if [[ -n "$sync" ]]; then
+            [[ "$sync" =~ ^[A-Za-z0-9_]+$ ]] || usage
+            conf+=("synchronous_commit = on" "synchronous_standby_names = '$sync'")
+        fi
         SL_PG_HOST_AUTH=trust SL_PG_PORT_WANTED=$port \
-            sl_pg_start_throwaway "" "max_connections = $max"
-        sl_pg_admin -c "CREATE DATABASE bench"
+            sl_pg_start_throwaway "" "${conf[@]}"
+        # The synchronous standby is not there yet: this commit must not wait for it.
+        sl_pg_admin -c "SET synchronous_commit = local" -c "CREATE DATABASE bench"
         ;;
     pg-replica)
         (($# >= 3)) || usage
+        name=${5:-}
+        [[ "$name" =~ ^[A-Za-z0-9_]*$ ]] || usage
         sl_wait_port 127.0.0.1 "$3" 120 || sl_die "no primary on port $3"
-        SL_PG_PORT_WANTED=$port sl_pg_start_replica "$3" "max_connections = ${4:-1200}"
+        # A promotion requested as the stream from a dead primary fails waits out
+        # wal_retrieve_retry_interval (default 5 s) before it completes.
+        conf=("max_connections = ${4:-1200}" "synchronous_standby_names = ''"
+            "wal_retrieve_retry_interval = '100ms'")
+        [[ -z "$name" ]] || conf+=("cluster_name = '$name'")
+        SL_PG_PORT_WANTED=$port sl_pg_start_replica "$3" "${conf[@]}"
         ;;
     mariadb)
         max=${3:-1200} hs=${4:-}
@@ -54,6 +82,36 @@ case "$kind" in
         if [[ -n "$hs" ]]; then
             sl_wait_port 127.0.0.1 "$hs" 30 || sl_die "the HandlerSocket plugin is not listening on $hs"
         fi
+        ;;
+    mariadb-primary)
+        SL_MY_PORT_WANTED=$port sl_mariadb_start "" --max-connections="${3:-1200}" \
+            --innodb-buffer-pool-size=512M --server-id=1 --log-bin=binlog \
+            --rpl-semi-sync-master-enabled=ON --rpl-semi-sync-master-wait-point=AFTER_SYNC \
+            --rpl-semi-sync-master-wait-no-slave=OFF --rpl-semi-sync-master-timeout=600000
+        sl_mariadb_admin -e "CREATE DATABASE IF NOT EXISTS bench;
+            CREATE USER IF NOT EXISTS 'bench'@'127.0.0.1' IDENTIFIED BY 'bench';
+            GRANT ALL PRIVILEGES ON *.* TO 'bench'@'127.0.0.1'"
+        ;;
+    mariadb-replica)
+        (($# >= 3)) || usage
+        primary=$3 semisync=OFF
+        [[ "$primary" =~ ^[1-9][0-9]*$ ]] || usage
+        case "${5:-}" in sync) semisync=ON ;; "") ;; *) usage ;; esac
+        sl_wait_port 127.0.0.1 "$primary" 120 || sl_die "no primary on port $primary"
+        SL_MY_PORT_WANTED=$port sl_mariadb_start "" --max-connections="${4:-1200}" \
+            --innodb-buffer-pool-size=512M --server-id="$port" --read-only=ON \
+            --log-bin=binlog --log-slave-updates=ON --rpl-semi-sync-slave-enabled="$semisync"
+        sl_mariadb_admin -e "CHANGE MASTER TO MASTER_HOST = '127.0.0.1',
+            MASTER_PORT = $primary, MASTER_USER = 'root', MASTER_PASSWORD = '',
+            MASTER_USE_GTID = slave_pos, MASTER_CONNECT_RETRY = 1; START SLAVE"
+        pos="$(SL_MY_SOCKET="" SL_MY_HOST=127.0.0.1 SL_MY_PORT=$primary sl_mariadb_admin -N -B \
+            -e "SELECT @@gtid_binlog_pos")" || sl_die "cannot read the primary's position"
+        caught="$(sl_mariadb_admin -N -B -e "SELECT MASTER_GTID_WAIT('$pos', 60)")"
+        [[ "$caught" == 0 ]] || {
+            sl_mariadb_admin -e "SHOW SLAVE STATUS\G" >&2 || true
+            sl_die "the replica did not reach the primary's $pos within 60 s"
+        }
+        sl_log "GTID replica of 127.0.0.1:$primary (semi-synchronous: $semisync)"
         ;;
     pgbouncer)
         (($# >= 3)) || usage

@@ -4,7 +4,8 @@
 //! - [`scenario`]: what the connections send (SQL over PostgreSQL or MySQL, simple or
 //!   prepared; HandlerSocket lookups), closed or open loop;
 //! - [`compare`]: a benchmark file's targets run in alternation, with the proxies'
-//!   CPU time and memory read from /proc, and the connection-scale measurement;
+//!   CPU time and memory read from /proc, and the connection-scale measurement; or a
+//!   failover under load, round after round (`[failover]`);
 //! - [`results`] and [`report`]: the JSON document and its markdown and SVG rendering.
 
 pub mod compare;

@@ -4,7 +4,8 @@
 //!   prints one line and, with `--json FILE`, the same numbers as JSON;
 //! - `setup`: creates the database and the `sluice_bench` table the scenarios read;
 //! - `compare FILE`: a benchmark file's targets in alternation over several rounds,
-//!   starting and stopping the processes it names, with their CPU time and memory;
+//!   starting and stopping the processes it names, with their CPU time and memory; or,
+//!   for a file with `[failover]`, its failover rounds (kill the primary under load);
 //! - `report RESULTS...`: results documents as markdown tables and SVG charts.
 
 use anyhow::{Context, Result};
@@ -325,10 +326,16 @@ fn compare_cmd(a: CompareArgs) -> Result<ExitCode> {
         },
     )?;
     println!("{}", rendered.markdown);
+    // A failover round that lost or repeated an acknowledged write, or never wrote on the
+    // new primary, fails the command too (after its numbers are out).
     let failed = results
         .runs
         .iter()
-        .any(|r| r.summary.errors > 0 || r.summary.ops == 0);
+        .any(|r| r.summary.errors > 0 || r.summary.ops == 0)
+        || results
+            .failover
+            .iter()
+            .any(|r| !r.consistent() || r.write_window_ms.is_none());
     Ok(if failed {
         ExitCode::FAILURE
     } else {

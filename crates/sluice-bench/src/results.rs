@@ -7,6 +7,7 @@
 
 use crate::stats::Summary;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// The format version written in every document.
 pub const VERSION: u32 = 1;
@@ -31,6 +32,9 @@ pub struct Results {
     /// Connection-scale measurements (empty when the file asked for none).
     #[serde(default)]
     pub scale: Vec<ScaleRecord>,
+    /// Failover rounds (empty unless the file is a failover file).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failover: Vec<FailoverRecord>,
 }
 
 /// The machine the run was made on (read from /proc and uname).
@@ -136,6 +140,116 @@ pub struct ScaleRecord {
     /// The active set alone, and with the idle crowd connected.
     pub without_idle: Summary,
     pub with_idle: Summary,
+}
+
+/// How a failover round was run (the same for every round of a file).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FailoverSettings {
+    /// "pg" or "mysql".
+    pub protocol: String,
+    /// The targets the writers and the readers used.
+    pub writes: String,
+    pub reads: String,
+    pub writers: usize,
+    pub readers: usize,
+    /// Seconds of load before the kill, and after it.
+    pub kill_after_s: f64,
+    pub run_after_s: f64,
+    /// Seconds between the kill and the promotion.
+    #[serde(default)]
+    pub promote_after_s: f64,
+    /// How the primary was killed and the replica promoted ("SIGKILL to the
+    /// postmaster", "pg_promote()").
+    pub kill: String,
+    pub promote: String,
+    /// The cluster's health checks: every `health_interval_ms`, down after
+    /// `health_failures` failures in a row.
+    pub health_interval_ms: u64,
+    pub health_failures: u32,
+    /// The write window's target: health_interval × health_failures + 1 s.
+    pub target_ms: u64,
+    /// The port of the replica promoted (reads are told apart by the port that
+    /// answered them).
+    pub promoted_port: u16,
+    /// Free text from the benchmark file, printed under the tables.
+    #[serde(default)]
+    pub notes: String,
+}
+
+/// One failover round. Times are milliseconds from the kill.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FailoverRecord {
+    pub round: u32,
+    pub settings: FailoverSettings,
+    /// From the kill to the first write acknowledged by the new primary; None: none was
+    /// within the run.
+    pub write_window_ms: Option<f64>,
+    /// How long the promotion took (the promoting statement's answer), and when it had
+    /// finished: the write window less this is Sluice's own share.
+    pub promote_ms: f64,
+    pub promoted_ms: f64,
+    /// Replicas the primary waited for before acknowledging a commit, counted before the
+    /// load started (0: the database itself may lose acknowledged writes).
+    pub sync_replicas: u64,
+    /// Writes acknowledged to the clients, in all, and after the kill.
+    pub writes_acked: u64,
+    pub writes_acked_after_kill: u64,
+    /// Writes answered with an error or not at all (never sent again).
+    pub writes_failed: u64,
+    /// Failed writes whose row is on the new primary all the same (committed, but the
+    /// acknowledgement was lost with the server).
+    pub writes_failed_present: u64,
+    /// Acknowledged writes whose row is not on the new primary: must be 0.
+    pub lost: u64,
+    /// Rows on the new primary more than once: must be 0.
+    pub duplicated: u64,
+    /// Times a writer had to open a new connection (its own was closed).
+    pub writer_reconnects: u64,
+    /// The writers' error messages, and how often each came.
+    #[serde(default)]
+    pub write_errors: BTreeMap<String, u64>,
+    /// The readers, connected all along.
+    pub reads: FailoverReads,
+    /// New clients of the read-only route, one after the other, 100 ms apart (log in,
+    /// one read, leave).
+    pub new_clients: FailoverReads,
+}
+
+/// What the reads of a failover round's read-only route saw. Times are milliseconds
+/// from the kill.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct FailoverReads {
+    pub ok: u64,
+    pub failed: u64,
+    /// From the start of the first failed read to the end of the last; 0: none failed.
+    pub window_ms: f64,
+    /// The longest successful read that ended after the kill.
+    pub max_ms: f64,
+    /// Reads sent after the promotion had finished, by the port of the server that
+    /// answered them (the promoted one is a primary by then).
+    #[serde(default)]
+    pub after_promotion: BTreeMap<i64, u64>,
+    /// When the last read the promoted server answered after its promotion ended.
+    #[serde(default)]
+    pub last_new_primary_ms: Option<f64>,
+    /// Times a reader had to open a new connection (its own was closed).
+    #[serde(default)]
+    pub reconnects: u64,
+    #[serde(default)]
+    pub errors: BTreeMap<String, u64>,
+}
+
+impl FailoverRecord {
+    /// Whether the round kept every acknowledged write exactly once.
+    pub fn consistent(&self) -> bool {
+        self.lost == 0 && self.duplicated == 0
+    }
+
+    /// Whether the write window met its target.
+    pub fn met(&self) -> bool {
+        self.write_window_ms
+            .is_some_and(|w| w < self.settings.target_ms as f64)
+    }
 }
 
 impl Results {

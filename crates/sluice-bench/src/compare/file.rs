@@ -1,6 +1,7 @@
 //! The benchmark file: processes to start (servers, proxies), targets (addresses to
 //! measure, each optionally tied to a process whose CPU and memory are read), tables
-//! (a scenario at several connection counts) and the connection-scale measurement.
+//! (a scenario at several connection counts), the connection-scale measurement, or a
+//! failover (its own kind of file: every round starts the processes afresh).
 //! TOML; unknown keys are errors, and every name a section refers to must exist.
 
 use crate::scenario::sql::{Mode, Protocol};
@@ -35,6 +36,8 @@ pub struct BenchFile {
     pub table: Vec<TableSpec>,
     #[serde(default)]
     pub scale: Option<ScaleSpec>,
+    #[serde(default)]
+    pub failover: Option<FailoverSpec>,
 }
 
 fn d_rounds() -> u32 {
@@ -186,6 +189,56 @@ pub struct ScaleSpec {
     pub settle: f64,
 }
 
+/// A failover under load: writers insert numbered rows through a read-write route and
+/// readers run point selects through a read-only route; after `kill_after` seconds the
+/// primary's server process is killed (SIGKILL) and a replica promoted; the load runs
+/// `run_after` seconds more. Each round starts the file's processes afresh.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailoverSpec {
+    /// The SQL target the writers insert through (Sluice's read-write listener).
+    pub writes: String,
+    /// The SQL target the readers read through (Sluice's read-only listener).
+    pub reads: String,
+    /// The primary, directly: the tables are created there, its server is killed.
+    pub primary: String,
+    /// The replica promoted, directly: what is found there afterwards is checked.
+    pub promote: String,
+    #[serde(default = "d_writers")]
+    pub writers: usize,
+    #[serde(default = "d_readers")]
+    pub readers: usize,
+    /// Seconds of load before the kill.
+    #[serde(default = "d_kill_after")]
+    pub kill_after: f64,
+    /// Seconds of load after the kill.
+    #[serde(default = "d_run_after")]
+    pub run_after: f64,
+    /// Seconds between the kill and the promotion (an HA manager's detection time;
+    /// default 0: at once).
+    #[serde(default)]
+    pub promote_after: f64,
+    /// The Sluice configuration file the proxy runs with, and the cluster in it: the
+    /// target is its health_interval × health_failures + 1 s.
+    pub sluice_config: String,
+    pub cluster: String,
+    #[serde(default)]
+    pub notes: String,
+}
+
+fn d_writers() -> usize {
+    8
+}
+fn d_readers() -> usize {
+    4
+}
+fn d_kill_after() -> f64 {
+    3.0
+}
+fn d_run_after() -> f64 {
+    5.0
+}
+
 fn d_scale_scenario() -> Scenario {
     Scenario::Ping
 }
@@ -280,6 +333,9 @@ impl BenchFile {
                 bail!("table {:?}: kv-lookup needs `setup`, SQL targets", t.id)
             }
         }
+        if let Some(fo) = &self.failover {
+            self.validate_failover(fo)?;
+        }
         if let Some(s) = &self.scale {
             if s.idle == 0 || s.active == 0 {
                 bail!("scale: idle and active must be at least 1");
@@ -292,6 +348,49 @@ impl BenchFile {
                     bail!("scale target {name:?} must be a SQL target with a `process`");
                 }
             }
+        }
+        Ok(())
+    }
+}
+
+impl BenchFile {
+    fn validate_failover(&self, fo: &FailoverSpec) -> Result<()> {
+        if !self.table.is_empty() || self.scale.is_some() {
+            bail!(
+                "a file with [failover] has no [[table]] or [scale]: a failover uses its cluster up"
+            );
+        }
+        let mut protocol = None;
+        for (what, name) in [
+            ("writes", &fo.writes),
+            ("reads", &fo.reads),
+            ("primary", &fo.primary),
+            ("promote", &fo.promote),
+        ] {
+            let Some(t) = self.target(name) else {
+                bail!("failover: {what} names target {name:?}, which is not defined");
+            };
+            let Some(p) = t.protocol.sql() else {
+                bail!("failover: {what} target {name:?} is not a SQL target");
+            };
+            if protocol.is_some_and(|q| q != p) {
+                bail!("failover: the targets speak different protocols");
+            }
+            protocol = Some(p);
+        }
+        if fo.primary == fo.promote {
+            bail!("failover: primary and promote name the same target");
+        }
+        if fo.writers == 0 {
+            bail!("failover: writers must be at least 1");
+        }
+        for (what, v) in [("kill_after", fo.kill_after), ("run_after", fo.run_after)] {
+            if !(0.1..=3_600.0).contains(&v) {
+                bail!("failover: {what} must be between 0.1 and 3600 seconds");
+            }
+        }
+        if !(0.0..fo.run_after).contains(&fo.promote_after) {
+            bail!("failover: promote_after must be at least 0 and less than run_after");
         }
         Ok(())
     }
@@ -313,4 +412,91 @@ fn unique<'a>(what: &str, names: impl Iterator<Item = &'a str>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_repository_benchmark_files_load() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../benches");
+        let mut loaded = 0;
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{dir:?}: {e}")) {
+            let path = entry.map(|e| e.path()).unwrap_or_default();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.ends_with(".toml") && !name.starts_with("sluice-") {
+                if let Err(e) = BenchFile::load(&path) {
+                    panic!("{name}: {e:#}");
+                }
+                loaded += 1;
+            }
+        }
+        assert!(loaded >= 5, "{loaded} benchmark files");
+    }
+
+    const FAILOVER: &str = r#"
+        title = "f"
+        [[target]]
+        name = "p"
+        protocol = "pg"
+        addr = "127.0.0.1:1"
+        [[target]]
+        name = "r"
+        protocol = "pg"
+        addr = "127.0.0.1:2"
+        [[target]]
+        name = "rw"
+        protocol = "pg"
+        addr = "127.0.0.1:3"
+        [failover]
+        writes = "rw"
+        reads = "r"
+        primary = "p"
+        promote = "r"
+        sluice_config = "s.toml"
+        cluster = "main"
+    "#;
+
+    fn check(text: &str) -> Result<BenchFile> {
+        let f: BenchFile = toml::from_str(text)?;
+        f.validate()?;
+        Ok(f)
+    }
+
+    #[test]
+    fn failover_sections_are_checked() {
+        let f = check(FAILOVER).unwrap_or_else(|e| panic!("{e:#}"));
+        let fo = f.failover.unwrap_or_else(|| panic!("no [failover]"));
+        assert_eq!((fo.writers, fo.readers), (8, 4));
+        assert_eq!((fo.kill_after, fo.run_after), (3.0, 5.0));
+        for (from, to, why) in [
+            ("promote = \"r\"", "promote = \"p\"", "the same target"),
+            ("promote = \"r\"", "promote = \"x\"", "not defined"),
+            (
+                "cluster = \"main\"",
+                "cluster = \"main\"\nwriters = 0",
+                "writers",
+            ),
+            (
+                "cluster = \"main\"",
+                "cluster = \"main\"\nkill_after = 0",
+                "kill_after",
+            ),
+            (
+                "cluster = \"main\"",
+                "cluster = \"main\"\npromote_after = 5",
+                "promote_after",
+            ),
+            (
+                "title = \"f\"",
+                "title = \"f\"\n[scale]\ntargets = []\nidle = 1",
+                "no [[table]]",
+            ),
+        ] {
+            let text = FAILOVER.replace(from, to);
+            let e = check(&text).map(|_| ()).err().map(|e| format!("{e:#}"));
+            assert!(e.as_deref().is_some_and(|e| e.contains(why)), "{to}: {e:?}");
+        }
+    }
 }

@@ -5,8 +5,10 @@
 //! each run with the same key sequence per round. Around every run the CPU time of the
 //! target's process is read from /proc, and its memory after. The connection-scale
 //! measurement comes first, on fresh processes. Everything started is stopped at the
-//! end, or on an error.
+//! end, or on an error. A failover file (`[failover]`) runs its rounds instead, each on
+//! processes of its own (`failover.rs`).
 
+mod failover;
 pub mod file;
 pub mod procs;
 mod scale;
@@ -44,6 +46,9 @@ impl CompareOptions {
 pub fn run_file(path: &Path, opts: &CompareOptions) -> Result<Results> {
     let f = BenchFile::load(path)?;
     raise_fd_limit();
+    if let Some(fo) = &f.failover {
+        return failover::run(&f, fo, opts);
+    }
     let mut procs = Procs::default();
     let log_dir = opts
         .log_dir
@@ -69,6 +74,7 @@ pub fn run_started(f: &BenchFile, opts: &CompareOptions, procs: &mut Procs) -> R
         tables: Vec::new(),
         runs: Vec::new(),
         scale: Vec::new(),
+        failover: Vec::new(),
     };
     for t in f.table.iter().filter(|t| opts.wants(&t.id)) {
         setup_table(f, t)?;

@@ -214,6 +214,23 @@ pub fn find_in_tree(root: u32, comm: &str) -> Option<u32> {
     None
 }
 
+/// The command name and the parent pid of `pid`, from /proc (None: no such process).
+pub fn comm_and_parent(pid: u32) -> Option<(String, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_comm_ppid(&stat)
+}
+
+/// Sends SIGKILL to `pid` (a server the benchmark kills on purpose).
+pub fn kill_hard(pid: u32) -> Result<()> {
+    let p = libc::pid_t::try_from(pid).context("pid out of range")?;
+    // SAFETY: kill(2) with a plain pid and signal number.
+    if unsafe { libc::kill(p, libc::SIGKILL) } != 0 {
+        let e = std::io::Error::last_os_error();
+        bail!("kill -9 {pid}: {e} (killing a server of another user needs root)");
+    }
+    Ok(())
+}
+
 /// (comm, ppid) from the text of /proc/PID/stat.
 fn parse_comm_ppid(stat: &str) -> Option<(String, u32)> {
     let open = stat.find('(')?;

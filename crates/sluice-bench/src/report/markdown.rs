@@ -96,6 +96,7 @@ fn document(out: &mut String, view: &DocView<'_>, opts: &ReportOptions) {
     if !doc.scale.is_empty() {
         scale(out, &doc.scale);
     }
+    super::failover::render(out, &doc.failover);
 }
 
 /// The settings sentence of a table.

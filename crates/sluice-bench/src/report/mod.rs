@@ -4,9 +4,11 @@
 //! medians over the rounds that had no error (`group.rs`), and writes one markdown
 //! document (`markdown.rs`) with two charts per table (`charts.rs`): throughput against
 //! connection count, and latency percentiles at the largest connection count measured.
+//! A failover document's rounds get tables of their own (`failover.rs`), no charts.
 //! The output depends on nothing but its input: rendering twice gives the same bytes.
 
 mod charts;
+mod failover;
 mod group;
 mod markdown;
 mod svg;

@@ -82,6 +82,7 @@ fn doc(title: &str, tables: Vec<TableInfo>, runs: Vec<RunRecord>) -> Results {
         tables,
         runs,
         scale: Vec::new(),
+        failover: Vec::new(),
     }
 }
 

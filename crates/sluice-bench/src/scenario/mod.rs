@@ -7,6 +7,7 @@
 //! connections, and a request's latency counts from when it was due, so that time spent
 //! waiting behind a slow answer is not hidden (no coordinated omission).
 
+pub mod failover;
 pub mod kv;
 pub mod setup;
 pub mod sql;

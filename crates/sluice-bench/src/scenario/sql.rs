@@ -365,14 +365,23 @@ impl SqlConn {
     }
 }
 
-/// Whether an error from `op` means the connection cannot go on.
+/// Whether an error from `op` means the connection cannot go on. A PostgreSQL FATAL and
+/// MySQL's 2013 / 2006 (lost connection, server gone, as a proxy says it) count even
+/// before the client has seen the socket close (it is closing).
 pub fn fatal(conn: &SqlConn, e: &anyhow::Error) -> bool {
     if conn.is_closed() {
         return true;
     }
     e.chain().any(|c| {
         c.downcast_ref::<mysql_async::Error>()
-            .is_some_and(|m| matches!(m, mysql_async::Error::Io(_) | mysql_async::Error::Driver(_)))
+            .is_some_and(|m| match m {
+                mysql_async::Error::Io(_) | mysql_async::Error::Driver(_) => true,
+                mysql_async::Error::Server(s) => matches!(s.code, 2006 | 2013),
+                _ => false,
+            })
+            || c.downcast_ref::<tokio_postgres::Error>()
+                .and_then(|p| p.as_db_error())
+                .is_some_and(|d| matches!(d.severity(), "FATAL" | "PANIC"))
     })
 }
 
