@@ -236,6 +236,15 @@ pub fn encode_err(out: &mut impl BufMut, code: u16, sqlstate: &[u8; 5], message:
     out.put_slice(message);
 }
 
+/// Writes an ERR packet payload as a server sends it instead of its greeting, before
+/// any capability is agreed: no SQLSTATE (clients would show the marker as part of
+/// the message).
+pub fn encode_err_before_greeting(out: &mut impl BufMut, code: u16, message: &[u8]) {
+    out.put_u8(ERR);
+    out.put_u16_le(code);
+    out.put_slice(message);
+}
+
 /// Writes an ERR packet payload with the SQLSTATE [`sqlstate`] gives for `code`.
 pub fn encode_err_code(out: &mut impl BufMut, code: u16, message: &[u8]) {
     encode_err(out, code, sqlstate(code), message);

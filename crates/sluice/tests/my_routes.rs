@@ -94,6 +94,10 @@ async fn promotion_followed_and_no_writes_without_a_primary() {
     let started = Instant::now();
     let e = lands_on(rw).await.unwrap_err();
     assert!(e.to_string().contains("no healthy primary"), "{e}");
+    assert!(
+        !e.to_string().contains("#HY000"),
+        "no SQLSTATE marker before the greeting: {e}"
+    );
     match &e {
         mysql_async::Error::Server(s) => assert_eq!(s.code, 2003, "{e}"),
         other => panic!("expected the server error 2003, got {other:?}"),

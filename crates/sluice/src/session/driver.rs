@@ -464,24 +464,37 @@ fn reroute_now<R: Relay>(r: &mut R) -> Option<super::reroute::CatchUp> {
 }
 
 /// Takes a server connection from the session's pool. When its server cannot be
-/// reached (nothing of the request was sent anywhere), a transaction-mode session on a
-/// route that reads from replicas asks its route once more, avoiding that server.
+/// reached (nothing of the request was sent anywhere), a transaction-mode session that
+/// can open connections elsewhere asks its route again: a route that reads from
+/// replicas at once, avoiding that server; any route as the topology changes (the
+/// server marked down, a replica promoted), up to the pool's `wait_timeout`, so that a
+/// client waits out a failover instead of failing until the checker has caught up.
 pub async fn lease<R: Relay>(r: &mut R) -> Result<Lease<R::Conn>, LoginError> {
     let pool = r.pool.clone();
     let first = pool.lease().await;
     let unreachable = matches!(&first, Err(LoginError::Proxy(e)) if gone_server(e));
-    if !unreachable || !r.tx_mode() || r.cfg.route.kind == sluice_config::RouteKind::ReadWrite {
+    if !unreachable || !r.tx_mode() || pool.opener().is_none() {
         return first;
     }
     let server = pool.key.server.clone();
     r.shared.topology.check_now(&server);
-    r.route.avoid(&server);
-    reroute_now(r);
-    if Arc::ptr_eq(&r.pool, &pool) {
-        return first;
+    if r.cfg.route.kind != sluice_config::RouteKind::ReadWrite {
+        r.route.avoid(&server);
     }
-    tracing::info!(client = r.id(), %server, "server unreachable: the request goes to another");
-    r.pool.clone().lease().await
+    let deadline = tokio::time::Instant::now() + pool.settings.wait_timeout;
+    loop {
+        let seen = r.shared.topology.snapshot().generation;
+        reroute_now(r);
+        if !Arc::ptr_eq(&r.pool, &pool) {
+            tracing::info!(client = r.id(), %server, to = %r.pool.key.server, "server unreachable: the request goes to another");
+            return r.pool.clone().lease().await;
+        }
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            return first;
+        }
+        r.shared.topology.changed_since(seen, deadline - now).await;
+    }
 }
 
 async fn finish<R: Relay>(r: &mut R, end: End) {

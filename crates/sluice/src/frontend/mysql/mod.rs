@@ -9,7 +9,7 @@ mod readmit;
 mod rsa;
 
 use crate::error::{Error, Kind};
-use crate::session::mysql::errors::{queue_err, queue_error};
+use crate::session::mysql::errors::{queue_err, queue_error, queue_error_before_greeting};
 use crate::stream::{Stream, send_with};
 use bytes::BytesMut;
 use sluice_wire_mysql::consts;
@@ -60,6 +60,11 @@ impl Client {
 
     /// Sends an error and gives up on the client (best effort: it may be gone).
     pub async fn fatal(&mut self, seq: u8, e: &Error) {
+        if seq == 0 {
+            // Instead of the greeting: nothing agreed yet, no SQLSTATE.
+            send_with(&mut self.stream, |out| queue_error_before_greeting(out, e)).await;
+            return;
+        }
         send_with(&mut self.stream, |out| queue_error(out, seq, e)).await;
     }
 

@@ -35,3 +35,12 @@ pub fn queue_err(out: &mut BytesMut, seq: u8, code: u16, state: &str, msg: &str)
     let mut seq = seq;
     packet::write_packet(out, &mut seq, &payload);
 }
+
+/// Queues the ERR packet a client gets instead of the greeting (sequence id 0).
+pub fn queue_error_before_greeting(out: &mut BytesMut, e: &Error) {
+    let (code, _) = error_code(e);
+    let mut payload = Vec::new();
+    resp::encode_err_before_greeting(&mut payload, code, e.message.as_bytes());
+    let mut seq = 0;
+    packet::write_packet(out, &mut seq, &payload);
+}
