@@ -160,10 +160,7 @@ fn kv_for(
             crate::session::plan::route_target(&shared, &config, want).await
         })
     });
-    let creds = Credentials {
-        user: l.user.clone(),
-        password: l.password.clone(),
-    };
+    let creds = Credentials::password(l.user.clone(), l.password.clone());
     match protocol {
         sluice_config::Protocol::Mysql => Ok(crate::kv::Kv::start(
             mysql::kv::MyKv {

@@ -165,22 +165,13 @@ pub(super) fn opener(
     client_caps: u64,
     charset: u8,
 ) -> Arc<Opener> {
-    let (server_user, password) = match user_cfg {
-        Some(u) => (
-            u.server_user().to_owned(),
-            match u.server_secret() {
-                Some(Secret::Plain(p)) => Some(p.clone()),
-                _ => None,
-            },
-        ),
-        None => (user.to_owned(), None),
+    let creds = match user_cfg {
+        Some(u) => Credentials::of_user(u),
+        None => Credentials::password(user, None),
     };
     Arc::new(Opener {
         target,
-        creds: Credentials {
-            user: server_user,
-            password,
-        },
+        creds,
         database: database.to_owned(),
         caps: client_caps & !consts::CLIENT_SSL,
         charset,

@@ -11,7 +11,7 @@ use crate::session::pg::{Admitted, Session, replay};
 use crate::shared::Shared;
 use crate::stream::write_all_flush;
 use bytes::{BufMut, BytesMut};
-use sluice_config::{AuthMethod, PoolMode, Secret};
+use sluice_config::{AuthMethod, PoolMode};
 use sluice_wire_pg::encode;
 use std::sync::Arc;
 
@@ -157,10 +157,6 @@ pub async fn login(
             c.fatal(&e).await;
             return None;
         }
-        let password = match user_cfg.and_then(|u| u.server_secret()) {
-            Some(Secret::Plain(p)) => Some(p.clone()),
-            _ => None,
-        };
         let mut server_params = params.clone();
         for (k, v) in server_params.iter_mut() {
             if k == "user" {
@@ -170,9 +166,9 @@ pub async fn login(
         pool.set_opener(Arc::new(Opener {
             target: target.clone(),
             params: server_params,
-            creds: Credentials {
-                user: server_user,
-                password,
+            creds: match user_cfg {
+                Some(u) => Credentials::of_user(u),
+                None => Credentials::password(server_user, None),
             },
         }));
         encode::auth_ok(&mut out);
