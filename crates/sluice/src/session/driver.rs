@@ -107,6 +107,11 @@ pub trait Relay: DerefMut<Target = Core<Self::Conn>> + Send + Sized {
         op: &<Self::Conn as PoolConn>::Opener,
         target: crate::backend::Target,
     ) -> <Self::Conn as PoolConn>::Opener;
+    /// Whether `op` logs in with credentials proven after those of `than`.
+    fn newer_login(
+        op: &<Self::Conn as PoolConn>::Opener,
+        than: &<Self::Conn as PoolConn>::Opener,
+    ) -> bool;
     /// The client's id in logs.
     fn id(&self) -> u32;
     /// Handles what the client sent (complete requests in `io.cbuf`).
@@ -314,7 +319,7 @@ pub fn route<R: Relay>(r: &mut R, class: impl FnOnce(&R) -> sluice_sql::Class) -
             pools,
             &mut core.route,
             class,
-            R::retarget,
+            (R::retarget, R::newer_login),
         );
         if let Some(p) = next {
             r.pool = p;

@@ -106,16 +106,21 @@ impl RouteMark {
 /// The pool a session without a server connection should take its next one from, if
 /// not `pool`: None when nothing changed, when no server can take the route now (the
 /// lease then fails or waits as it would), or when `pool` cannot open connections by
-/// itself (a pass-through pool only grows by logins: such a session stays, and learns
+/// itself (a pass-through pool without `auth_user` only grows by logins: such a session stays, and learns
 /// its server is gone from the error). `class`: what the session is about to run
-/// (split routes only). `retarget` points the pool's opener at the new server.
+/// (split routes only). `retarget` points the pool's opener at the new server; `newer`
+/// tells whether the session's opener holds credentials proven after the other pool's
+/// (a password changed since: the newest login's win).
 pub fn reroute<C: PoolConn>(
     shared: &Shared,
     listener: &Listener,
     (pools, pool): (&Pools<C>, &Arc<Pool<C>>),
     mark: &mut RouteMark,
     class: Class,
-    retarget: impl FnOnce(&C::Opener, Target) -> C::Opener,
+    (retarget, newer): (
+        impl FnOnce(&C::Opener, Target) -> C::Opener,
+        impl FnOnce(&C::Opener, &C::Opener) -> bool,
+    ),
 ) -> Option<Arc<Pool<C>>> {
     let topology = shared.topology.snapshot();
     let split = listener.route.kind == RouteKind::Split;
@@ -173,7 +178,7 @@ pub fn reroute<C: PoolConn>(
         pool.settings.clone(),
         &target,
     );
-    if next.opener().is_none() {
+    if next.opener().is_none_or(|o| newer(&opener, &o)) {
         next.set_opener(Arc::new(retarget(&opener, target)));
     }
     tracing::debug!(from = %pool.key.server, to = %next.key.server, "session rerouted");
