@@ -13,7 +13,7 @@ use crate::session::mysql::{Admitted, Session};
 use crate::shared::Shared;
 use crate::stream::{Stream, write_all_flush};
 use bytes::{Bytes, BytesMut};
-use sluice_config::{AuthMethod, ClientTls, PoolMode};
+use sluice_config::{ClientTls, PoolMode};
 use sluice_wire_mysql::compress::{Algorithm, Framer, Role};
 use sluice_wire_mysql::handshake::{HandshakeResponse41, HandshakeV10, is_ssl_request};
 use sluice_wire_mysql::{consts, packet};
@@ -49,7 +49,7 @@ pub async fn login(
             return None;
         }
     };
-    if ctx.cfg.auth != AuthMethod::Passthrough {
+    if ctx.cfg.logs_in_itself() {
         return super::auth::login(shared, ctx, c, config, target).await;
     }
     let max = config.general.max_message_size;

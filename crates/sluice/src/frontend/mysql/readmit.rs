@@ -103,8 +103,9 @@ async fn readmit(
         plan.pool.set_welcome(&hs);
     }
     let max_message = plan.target.max_message;
+    let creds = super::auth::creds_of(user_cfg, &user);
     plan.pool
-        .set_opener(opener(user_cfg, &user, &database, target, caps, charset));
+        .set_opener(opener(creds, &database, target, caps, charset));
     Ok(Some(NewUser {
         user,
         pool: plan.pool,
