@@ -39,6 +39,9 @@ pub async fn start(config: Config) -> Result<Handle> {
             connectors.insert(s.name.clone(), c);
         }
     }
+    for w in config.warnings() {
+        tracing::warn!("{w}");
+    }
     let (tx, rx) = watch::channel(false);
     let shared = Shared::new(config.clone(), connectors, rx);
     crate::topology::health::start(&shared);
