@@ -131,6 +131,62 @@ async fn server_accounts_log_in_with_mysql_native_password() {
     drop(h);
 }
 
+/// COM_CHANGE_USER between accounts of the server, checked by Sluice: the answer made
+/// for the login's scramble is checked as a server checks it (Connector/C answers an
+/// auth switch with that same answer), the session moves to the new account's pool in
+/// transaction mode, and a refused change keeps the old account.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn change_user_between_server_accounts_in_transaction_mode() {
+    let db = mariadb();
+    accounts(&db);
+    db.create_user("other", "other-pw", "mysql_native_password")
+        .unwrap();
+    let text = format!(
+        "[servers.my]\nprotocol = \"mysql\"\nhost = \"127.0.0.1\"\nport = {}\n\
+         [clusters.my]\nservers = [\"my\"]\n{}",
+        db.port(),
+        listeners("my")
+    );
+    let h = sluice(&text).await;
+    let a = addr(&h, "lookup_tx");
+    let mut c = RawMy::login(a, USER, PW).await;
+    let wrong = c.change_user_as_connector_c("other", "wrong", "test").await;
+    assert_eq!(wrong[0], 0xff, "{wrong:?}");
+    assert_eq!(u16::from_le_bytes([wrong[1], wrong[2]]), 1045);
+    assert_eq!(
+        c.query_value("SELECT CURRENT_USER()").await.as_deref(),
+        Some("native_user@%"),
+        "a refused change keeps the old account"
+    );
+    let ok = c
+        .change_user_as_connector_c("other", "other-pw", "test")
+        .await;
+    assert_eq!(ok[0], 0, "{ok:?}");
+    for _ in 0..3 {
+        assert_eq!(
+            c.query_value("SELECT CURRENT_USER()").await.as_deref(),
+            Some("other@%")
+        );
+    }
+    let e = c.change_user_as_connector_c("ghost", "x", "test").await;
+    assert_eq!(u16::from_le_bytes([e[1], e[2]]), 1045, "{e:?}");
+    // mysql_async, and back.
+    let mut m = conn(a, USER, PW).await.unwrap();
+    let to_other = mysql_async::ChangeUserOpts::default()
+        .with_user(Some("other".into()))
+        .with_pass(Some("other-pw".into()));
+    m.change_user(to_other).await.unwrap();
+    let me: Option<String> = m.query_first("SELECT CURRENT_USER()").await.unwrap();
+    assert_eq!(me.as_deref(), Some("other@%"));
+    let back = mysql_async::ChangeUserOpts::default()
+        .with_user(Some(USER.into()))
+        .with_pass(Some(PW.into()));
+    m.change_user(back).await.unwrap();
+    let me: Option<String> = m.query_first("SELECT CURRENT_USER()").await.unwrap();
+    assert_eq!(me.as_deref(), Some("native_user@%"));
+    drop(h);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn split_reads_on_the_replica_and_sessions_follow_a_promotion() {
     let mut primary = mariadb();

@@ -92,18 +92,9 @@ pub(super) async fn login(
         .as_deref()
         .is_none_or(|p| p == plugin)
         .then_some(&hello.auth_response[..]);
-    let verdict = match &stored {
-        Some(stored) => ex
-            .native_key(stored, first)
-            .await
-            .map(|k| k.map(|key| Credentials::proven(user.clone(), key))),
-        None => {
-            let checked = ex.check(&ctx.mysql, ctx.cfg.auth, user_cfg, &user, plugin, first);
-            checked
-                .await
-                .map(|ok| ok.then(|| creds_of(user_cfg, &user)))
-        }
-    };
+    let verdict = ex
+        .admit(ctx, stored.as_ref(), user_cfg, &user, plugin, first)
+        .await;
     let seq = ex.seq;
     let Some(Some(creds)) = verdict else {
         if verdict.is_some() {
@@ -128,6 +119,7 @@ pub(super) async fn login(
         id,
         welcome: (*hs).clone(),
         lease: FirstConn::Pool(opener),
+        scramble: Some(salt),
         routed,
     };
     let (mut c, (mut seat, session)) = finish(shared, ctx, c, arrival).await?;
@@ -296,6 +288,34 @@ impl Exchange<'_> {
             }
             _ => false,
         })
+    }
+
+    /// Checks a client: a pass-through user against what the server stores
+    /// (`stored`), else against `[users]` with the listener's method. Some(Some(how
+    /// Sluice logs in for it)) when accepted, Some(None) when refused, None when the
+    /// client left. `first` as for [`Exchange::check`].
+    pub(super) async fn admit(
+        &mut self,
+        ctx: &ListenerCtx,
+        stored: Option<&Stored>,
+        user_cfg: Option<&User>,
+        user: &str,
+        plugin: &[u8],
+        first: Option<&[u8]>,
+    ) -> Option<Option<Credentials>> {
+        match stored {
+            Some(stored) => {
+                let key = self.native_key(stored, first).await?;
+                Some(key.map(|key| Credentials::proven(user, key)))
+            }
+            None => {
+                let method = ctx.cfg.auth;
+                let ok = self
+                    .check(&ctx.mysql, method, user_cfg, user, plugin, first)
+                    .await?;
+                Some(ok.then(|| creds_of(user_cfg, user)))
+            }
+        }
     }
 
     /// A pass-through user against what the server stores (mysql_native_password):

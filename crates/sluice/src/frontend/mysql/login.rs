@@ -67,6 +67,7 @@ pub async fn login(
             id,
             welcome: hs,
             lease: FirstConn::Adopt(Box::new(conn)),
+            scramble: None,
             routed: (config.clone(), target.clone()),
         },
     )
@@ -91,6 +92,8 @@ pub(super) struct Arrival {
     pub id: u32,
     pub welcome: HandshakeV10,
     pub lease: FirstConn,
+    /// The scramble Sluice greeted the client with, where it checked the client itself.
+    pub scramble: Option<[u8; 20]>,
     /// The server the router picked for this login, and the configuration it read.
     pub routed: (Arc<sluice_config::Config>, crate::backend::Target),
 }
@@ -175,6 +178,7 @@ pub(super) async fn finish(
         caps: a.client_caps,
         kill,
         readmit: ctx.clone(),
+        scramble: a.scramble,
     };
     Some((c, (seat, session)))
 }
