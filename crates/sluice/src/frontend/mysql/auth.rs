@@ -400,7 +400,8 @@ impl Exchange<'_> {
             reply = clear;
         }
         let password = reply.strip_suffix(&[0]).unwrap_or(&reply);
-        let ok = scramble::sha2_stored(password) == stored;
+        let hash = scramble::sha2_stored(password);
+        let ok = bool::from(subtle::ConstantTimeEq::ct_eq(&hash[..], &stored[..]));
         if ok {
             front.sha2_cache.lock().insert(user.to_owned());
         }
