@@ -5,7 +5,7 @@
 #   3. cargo clippy, all targets, -D warnings
 #   4. the workspace tests (cargo nextest, or cargo test without it) + doctests,
 #      then, as a step of their own, the routing tests that run real replication
-#      and failovers (tests/*_routes.rs)
+#      and failovers (tests/*_routes.rs, *_auth_query.rs, pg_patroni.rs)
 #   5. scripts/driver-suites.sh          (if it exists)
 #   6. scripts/sysbench-check.sh         (if it exists; sysbench through Sluice's
 #                                         MySQL listeners, under a minute)
@@ -45,7 +45,8 @@ cargo clippy --workspace --all-targets -j "$JOBS" -- -D warnings
 
 section "tests"
 if cargo nextest --version >/dev/null 2>&1; then
-    ROUTES='binary(pg_routes) | binary(my_routes) | binary(pg_patroni) | binary(routes_retry)'
+    ROUTES='binary(pg_routes) | binary(my_routes) | binary(pg_patroni) | binary(routes_retry)
+        | binary(pg_auth_query) | binary(my_auth_query)'
     cargo nextest run --workspace --build-jobs "$JOBS" --test-threads "$THREADS" \
         --no-fail-fast --no-tests=warn -E "not ($ROUTES)"
     section "doctests"

@@ -106,6 +106,7 @@ pub(crate) fn read_handlersocket(
         cluster: cluster.clone(),
         pool: None,
         split: false,
+        auth_user: None,
     });
     r.finish(|| {
         Some(HsListener {

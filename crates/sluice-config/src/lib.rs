@@ -12,6 +12,7 @@ mod address;
 mod default;
 mod errors;
 mod handlersocket;
+mod passthrough;
 mod reader;
 mod routes;
 mod schema;
@@ -28,6 +29,7 @@ use std::path::{Path, PathBuf};
 
 pub use default::{BUILTIN_DEFAULT_NAME, BUILTIN_DEFAULT_TOML, builtin_default};
 pub use errors::{ConfigError, ConfigErrors};
+pub use passthrough::{AuthQuery, DEFAULT_MYSQL_AUTH_QUERY, DEFAULT_PG_AUTH_QUERY};
 pub use routes::*;
 pub use schema::*;
 pub use secret::{ScramVerifier, Secret};

@@ -382,9 +382,20 @@ pub struct Listener {
     /// Which of the cluster's servers clients go to.
     pub route: crate::routes::Route,
     pub auth: AuthMethod,
+    /// Pass-through listeners: how Sluice looks up a client's stored secret on the
+    /// server (`auth_user`, `auth_query`) to check it itself and log in to any server.
+    pub auth_query: Option<crate::passthrough::AuthQuery>,
     pub tls: ClientTls,
     pub tls_cert_file: Option<PathBuf>,
     pub tls_key_file: Option<PathBuf>,
+}
+
+impl Listener {
+    /// Whether Sluice can log in to servers for this listener's clients by itself: users
+    /// it checks from `[users]`, or pass-through users whose secrets it looks up.
+    pub fn logs_in_itself(&self) -> bool {
+        self.auth != AuthMethod::Passthrough || self.auth_query.is_some()
+    }
 }
 
 /// `[handlersocket.NAME]`: a HandlerSocket listener.

@@ -90,6 +90,8 @@ pub(crate) const LISTENER_KEYS: &[&str] = &[
     "strategy",
     "read_your_writes",
     "read_your_writes_timeout",
+    "auth_user",
+    "auth_query",
 ];
 
 /// Upper bound for connection counts and cache sizes.
@@ -364,6 +366,11 @@ fn read_user(
         Some(Secret::Plain(_) | Secret::Md5 { .. }) | None => {}
     }
     let pool_size = r.count("pool_size", 1, MAX_COUNT);
+    let login = server_password
+        .as_ref()
+        .or(password.as_ref())
+        .map(Secret::kind);
+    r.facts().user_logins.insert(name.to_string(), login);
     let renamed = server_user.as_deref().filter(|s| *s != name);
     if let (Some(Secret::Md5 { .. }), None, Some(other)) = (&password, &server_password, renamed) {
         r.error(
@@ -478,11 +485,17 @@ fn read_listener(
     let tls_cert_file = r.path("tls_cert_file");
     let tls_key_file = r.path("tls_key_file");
     let route = crate::routes::read_route(&mut r);
-    if route.kind == crate::routes::RouteKind::Split && auth == AuthMethod::Passthrough {
+    let auth_query = crate::passthrough::read_auth_query(&mut r, auth, protocol);
+    if route.kind == crate::routes::RouteKind::Split
+        && auth == AuthMethod::Passthrough
+        && !r.has("auth_user")
+    {
         r.error(
             "route",
-            "route \"split\" needs users Sluice logs in as itself: set auth to one that checks \
-             [users] (with pass-through users Sluice cannot log in to a second server)",
+            "route \"split\" logs in to more than one server, which Sluice cannot do for \
+             pass-through users as such: set auth_user (Sluice then looks each user's secret up \
+             on the server with auth_query and logs in with what the client's proof yields), or \
+             an auth that checks [users]",
         );
     }
     let pool = match r.has("pool") {
@@ -497,6 +510,7 @@ fn read_listener(
         cluster: cluster.clone(),
         pool: pool.clone(),
         split: route.kind == crate::routes::RouteKind::Split,
+        auth_user: auth_query.as_ref().map(|q| q.user.clone()),
     });
     if tls != ClientTls::Disable {
         let mut absent = Vec::new();
@@ -524,6 +538,7 @@ fn read_listener(
             pool: pool?,
             route,
             auth,
+            auth_query,
             tls,
             tls_cert_file,
             tls_key_file,

@@ -25,6 +25,8 @@ pub(crate) struct Facts {
     pub(crate) listeners: Vec<ListenerFacts>,
     /// The mode of each pool written in the file.
     pub(crate) pool_modes: BTreeMap<String, crate::schema::PoolMode>,
+    /// The form of each user's server password (`Secret::kind`), if it has one.
+    pub(crate) user_logins: BTreeMap<String, Option<&'static str>>,
 }
 
 /// A listener's fields that refer to other objects; `None` where the value had an error.
@@ -39,6 +41,8 @@ pub(crate) struct ListenerFacts {
     pub(crate) pool: Option<String>,
     /// The listener's route is `split` (it needs a transaction-mode pool).
     pub(crate) split: bool,
+    /// The `[users]` entry a pass-through listener looks secrets up as.
+    pub(crate) auth_user: Option<String>,
 }
 
 impl Facts {
@@ -156,6 +160,16 @@ fn check_listeners(facts: &Facts, ctx: &mut Ctx<'_>) {
                 ctx.diag.error_at(kind, name, "cluster", message);
             }
         }
+        if let Some(user) = &listener.auth_user
+            && let Some(why) = auth_user_problem(facts, listener.protocol, user)
+        {
+            ctx.diag.error_at(
+                kind,
+                name,
+                "auth_user",
+                format!("{section} auth_user: {why}"),
+            );
+        }
         if let Some(pool) = &listener.pool
             && !facts.is_defined("pools", pool)
         {
@@ -177,6 +191,25 @@ fn check_listeners(facts: &Facts, ctx: &mut Ctx<'_>) {
             );
             ctx.diag.error_at(kind, name, "route", message);
         }
+    }
+}
+
+/// Why `user` cannot be a listener's `auth_user`: it does not exist, or Sluice cannot
+/// log in to a server of `protocol` with its server password.
+fn auth_user_problem(facts: &Facts, protocol: Option<Protocol>, user: &str) -> Option<String> {
+    if !facts.is_defined("users", user) {
+        return Some(facts.missing("users", "user", user));
+    }
+    match (facts.user_logins.get(user).copied().flatten(), protocol) {
+        (None | Some("plaintext"), _) | (Some("md5"), Some(Protocol::Postgres)) => None,
+        (Some("md5"), _) => Some(format!(
+            "user {user:?} has an md5 server password, which logs in to PostgreSQL servers \
+             only; give the plaintext password as its server_password"
+        )),
+        (Some(kind), _) => Some(format!(
+            "the server password of user {user:?} is a {kind}, with which Sluice cannot log \
+             in to a server; give the plaintext password as its server_password"
+        )),
     }
 }
 

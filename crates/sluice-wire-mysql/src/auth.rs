@@ -47,9 +47,14 @@ pub fn salt(data: &[u8]) -> &[u8] {
 
 /// mysql_native_password's client response: `SHA1(pw) XOR SHA1(salt + SHA1(SHA1(pw)))`.
 pub fn native_scramble(password: &[u8], salt: &[u8]) -> [u8; 20] {
-    let h1 = sha1(&[password]);
-    let h2 = sha1(&[&h1]);
-    xor(h1, &sha1(&[salt, &h2]))
+    native_scramble_with_key(&sha1(&[password]), salt)
+}
+
+/// The same response from `SHA1(pw)` alone (the login key [`native_recover`] gives
+/// back): what a proxy that checked a client against the stored hash logs in with.
+pub fn native_scramble_with_key(key: &[u8; 20], salt: &[u8]) -> [u8; 20] {
+    let h2 = sha1(&[key]);
+    xor(*key, &sha1(&[salt, &h2]))
 }
 
 /// The stored form of a mysql_native_password account: `SHA1(SHA1(pw))`.
@@ -59,11 +64,17 @@ pub fn native_stored(password: &[u8]) -> [u8; 20] {
 
 /// Checks a client's mysql_native_password response against the stored hash.
 pub fn native_verify(stored: &[u8; 20], salt: &[u8], response: &[u8]) -> bool {
-    let Ok(response) = <[u8; 20]>::try_from(response) else {
-        return false;
-    };
+    native_recover(stored, salt, response).is_some()
+}
+
+/// Checks a client's mysql_native_password response against the stored hash and, when
+/// it is right, gives back `SHA1(pw)` (`response XOR SHA1(salt + stored)`, whose hash is
+/// the stored one): enough to log in to any server that stores the same hash, as
+/// ProxySQL does, without ever knowing the password.
+pub fn native_recover(stored: &[u8; 20], salt: &[u8], response: &[u8]) -> Option<[u8; 20]> {
+    let response = <[u8; 20]>::try_from(response).ok()?;
     let h1 = xor(response, &sha1(&[salt, stored]));
-    bool::from(sha1(&[&h1]).ct_eq(stored))
+    bool::from(sha1(&[&h1]).ct_eq(stored)).then_some(h1)
 }
 
 /// Parses the text form MySQL and MariaDB show in `mysql.user`: `*` and 40 hex digits.
@@ -142,6 +153,24 @@ mod tests {
             native_scramble(b"kingshard", b"@jx=d_3z42;sS$YrS)p|")[..],
             hex("fbc71db5ac3d7b51048d1a1d88c1677f34bcca11")[..]
         );
+    }
+
+    #[test]
+    fn native_key_recovered_from_a_reply_logs_in_elsewhere() {
+        let stored = native_stored(b"secret");
+        let (salt, other_salt) = (b"abcdefghijklmnopqrst", b"ABCDEFGHIJKLMNOPQRST");
+        let reply = native_scramble(b"secret", salt);
+        let key = native_recover(&stored, salt, &reply).unwrap();
+        assert_eq!(key[..], Sha1::digest(b"secret")[..]);
+        // Another server's scramble answered with the key alone, as with the password.
+        assert_eq!(
+            native_scramble_with_key(&key, other_salt),
+            native_scramble(b"secret", other_salt)
+        );
+        assert_eq!(native_recover(&stored, other_salt, &reply), None);
+        let wrong = native_scramble(b"Secret", salt);
+        assert_eq!(native_recover(&stored, salt, &wrong), None);
+        assert_eq!(native_recover(&stored, salt, &reply[1..]), None);
     }
 
     #[test]

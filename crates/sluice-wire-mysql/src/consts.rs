@@ -143,6 +143,26 @@ pub const COM_STMT_BULK_EXECUTE: u8 = 0xfa;
 /// COM_STMT_EXECUTE flags: open a read-only cursor (rows then come by COM_STMT_FETCH).
 pub const CURSOR_TYPE_READ_ONLY: u8 = 1;
 
+// Column types (`enum_field_types`), as column definitions and binary rows carry them.
+pub const MYSQL_TYPE_DECIMAL: u8 = 0x00;
+pub const MYSQL_TYPE_TINY: u8 = 0x01;
+pub const MYSQL_TYPE_SHORT: u8 = 0x02;
+pub const MYSQL_TYPE_LONG: u8 = 0x03;
+pub const MYSQL_TYPE_FLOAT: u8 = 0x04;
+pub const MYSQL_TYPE_DOUBLE: u8 = 0x05;
+pub const MYSQL_TYPE_NULL: u8 = 0x06;
+pub const MYSQL_TYPE_TIMESTAMP: u8 = 0x07;
+pub const MYSQL_TYPE_LONGLONG: u8 = 0x08;
+pub const MYSQL_TYPE_INT24: u8 = 0x09;
+pub const MYSQL_TYPE_DATE: u8 = 0x0a;
+pub const MYSQL_TYPE_TIME: u8 = 0x0b;
+pub const MYSQL_TYPE_DATETIME: u8 = 0x0c;
+pub const MYSQL_TYPE_YEAR: u8 = 0x0d;
+pub const MYSQL_TYPE_VARCHAR: u8 = 0x0f;
+pub const MYSQL_TYPE_BLOB: u8 = 0xfc;
+pub const MYSQL_TYPE_VAR_STRING: u8 = 0xfd;
+pub const MYSQL_TYPE_STRING: u8 = 0xfe;
+
 // Entry types of the session-state information of an OK packet.
 pub const SESSION_TRACK_SYSTEM_VARIABLES: u8 = 0;
 pub const SESSION_TRACK_SCHEMA: u8 = 1;

@@ -179,6 +179,75 @@ impl ServerExchange {
     }
 }
 
+/// The client side of an exchange for someone who holds a user's ClientKey (what a
+/// client's proof yields to a server that checked it, see [`ServerExchange::finish`])
+/// and the verifier's ServerKey instead of the password: the proof is `ClientKey XOR
+/// HMAC(SHA256(ClientKey), AuthMessage)`, and the server's final message is checked with
+/// the ServerKey, so a server without the verifier cannot pass for one. Works against
+/// every server that stores the same verifier (a primary and its replicas).
+pub struct KeyClient {
+    client_key: [u8; 32],
+    server_key: [u8; 32],
+    client_first_bare: String,
+    nonce: String,
+    /// Set once the server's first message has been answered.
+    auth_message: Option<String>,
+}
+
+impl KeyClient {
+    /// Starts an exchange: the client and its client-first message.
+    pub fn new(client_key: [u8; 32], server_key: [u8; 32]) -> (KeyClient, String) {
+        let nonce = new_nonce();
+        // PostgreSQL takes the user from the startup message, not from SCRAM.
+        let client_first_bare = format!("n=,r={nonce}");
+        let first = format!("n,,{client_first_bare}");
+        let client = KeyClient {
+            client_key,
+            server_key,
+            client_first_bare,
+            nonce,
+            auth_message: None,
+        };
+        (client, first)
+    }
+
+    /// Answers the server-first message: the client-final message.
+    pub fn client_final(&mut self, server_first: &[u8]) -> Result<String, ScramError> {
+        let server_first = std::str::from_utf8(server_first).map_err(|_| ScramError::Malformed)?;
+        let nonce = server_first
+            .split(',')
+            .find_map(|a| a.strip_prefix("r="))
+            .ok_or(ScramError::Malformed)?;
+        if !nonce.starts_with(&self.nonce) || nonce.len() == self.nonce.len() {
+            return Err(ScramError::Nonce);
+        }
+        let without_proof = format!("c=biws,r={nonce}");
+        let auth_message = format!("{},{server_first},{without_proof}", self.client_first_bare);
+        let stored_key: [u8; 32] = Sha256::digest(self.client_key).into();
+        let signature = hmac(&stored_key, auth_message.as_bytes());
+        let mut proof = self.client_key;
+        proof.iter_mut().zip(signature).for_each(|(p, s)| *p ^= s);
+        self.auth_message = Some(auth_message);
+        Ok(format!("{without_proof},p={}", B64.encode(proof)))
+    }
+
+    /// Checks the server-final message (`v=` ServerSignature) in constant time.
+    pub fn verify_server(&self, server_final: &[u8]) -> Result<(), ScramError> {
+        let auth_message = self.auth_message.as_ref().ok_or(ScramError::Malformed)?;
+        let text = std::str::from_utf8(server_final).map_err(|_| ScramError::Malformed)?;
+        let sent = text
+            .split(',')
+            .find_map(|a| a.strip_prefix("v="))
+            .and_then(|v| B64.decode(v).ok())
+            .ok_or(ScramError::Malformed)?;
+        let want = hmac(&self.server_key, auth_message.as_bytes());
+        if sent.len() != want.len() || !bool::from(want.ct_eq(&sent[..])) {
+            return Err(ScramError::BadProof);
+        }
+        Ok(())
+    }
+}
+
 /// A random nonce for the server-first message.
 pub fn new_nonce() -> String {
     let bytes: [u8; 18] = rand::random();
@@ -207,6 +276,67 @@ mod tests {
         let v = Verifier::from_password(b"secret", b"salty-salt", 4096);
         assert_eq!(exchange(&v, b"secret"), Ok(()));
         assert_eq!(exchange(&v, b"wrong"), Err(ScramError::BadProof));
+    }
+
+    /// A client's key, as a server that checked its proof learns it.
+    fn client_key_of(verifier: &Verifier, password: &[u8]) -> [u8; 32] {
+        let mut client = ScramSha256::new(password, ChannelBinding::unsupported());
+        let (ex, server_first) =
+            ServerExchange::start(verifier, client.message(), &new_nonce()).unwrap();
+        client.update(server_first.as_bytes()).unwrap();
+        ex.finish(client.message()).unwrap().1
+    }
+
+    /// Logs in with `key` against a server holding `verifier`.
+    fn key_login(
+        verifier: &Verifier,
+        key: [u8; 32],
+        server_key: [u8; 32],
+    ) -> Result<(), ScramError> {
+        let (mut client, first) = KeyClient::new(key, server_key);
+        let (ex, server_first) = ServerExchange::start(verifier, first.as_bytes(), &new_nonce())?;
+        let last = client.client_final(server_first.as_bytes())?;
+        let (server_final, again) = ex.finish(last.as_bytes())?;
+        assert_eq!(again, key, "the server learns the same key again");
+        client.verify_server(server_final.as_bytes())
+    }
+
+    #[test]
+    fn a_client_key_logs_in_without_the_password() {
+        let v = Verifier::from_password(b"secret", b"salty-salt", 4096);
+        let key = client_key_of(&v, b"secret");
+        assert_eq!(key_login(&v, key, v.server_key), Ok(()));
+        // A wrong key is refused by the server.
+        let mut wrong = key;
+        wrong[0] ^= 1;
+        assert_eq!(
+            key_login(&v, wrong, v.server_key),
+            Err(ScramError::BadProof)
+        );
+        // A server that does not hold the verifier cannot prove itself.
+        let mut impostor = v.server_key;
+        impostor[31] ^= 1;
+        assert_eq!(key_login(&v, key, impostor), Err(ScramError::BadProof));
+        // The same password under another salt is another key.
+        let other = Verifier::from_password(b"secret", b"other-salt", 4096);
+        assert_eq!(
+            key_login(&other, key, other.server_key),
+            Err(ScramError::BadProof)
+        );
+    }
+
+    #[test]
+    fn key_client_checks_the_server_nonce() {
+        let (mut client, _) = KeyClient::new([1; 32], [2; 32]);
+        assert_eq!(
+            client.client_final(b"r=someone-else,s=c2FsdA==,i=4096"),
+            Err(ScramError::Nonce)
+        );
+        assert_eq!(
+            client.client_final(b"s=c2FsdA=="),
+            Err(ScramError::Malformed)
+        );
+        assert_eq!(client.verify_server(b"v=AAAA"), Err(ScramError::Malformed));
     }
 
     #[test]

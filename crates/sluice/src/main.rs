@@ -52,7 +52,11 @@ fn main() -> Result<()> {
     match cli.command {
         Some(Command::CheckConfig { file }) => {
             return match sluice_config::load(&file) {
-                Ok(_) => {
+                Ok(config) => {
+                    // Allowed but likely not meant: said, and still OK.
+                    for w in config.warnings() {
+                        eprintln!("{}: warning: {w}", file.display());
+                    }
                     println!("{}: OK", file.display());
                     Ok(())
                 }

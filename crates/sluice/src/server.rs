@@ -39,6 +39,9 @@ pub async fn start(config: Config) -> Result<Handle> {
             connectors.insert(s.name.clone(), c);
         }
     }
+    for w in config.warnings() {
+        tracing::warn!("{w}");
+    }
     let (tx, rx) = watch::channel(false);
     let shared = Shared::new(config.clone(), connectors, rx);
     crate::topology::health::start(&shared);
@@ -160,10 +163,7 @@ fn kv_for(
             crate::session::plan::route_target(&shared, &config, want).await
         })
     });
-    let creds = Credentials {
-        user: l.user.clone(),
-        password: l.password.clone(),
-    };
+    let creds = Credentials::password(l.user.clone(), l.password.clone());
     match protocol {
         sluice_config::Protocol::Mysql => Ok(crate::kv::Kv::start(
             mysql::kv::MyKv {

@@ -63,6 +63,47 @@ fn check_config_reports_every_error_with_its_line() {
 }
 
 #[test]
+fn check_config_warns_of_pass_through_sessions_that_cannot_follow_a_failover() {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    let mut text = String::new();
+    for (name, port) in [("a", 5433), ("b", 5434)] {
+        text.push_str(&format!(
+            "[servers.{name}]\nprotocol = \"postgres\"\nhost = \"127.0.0.1\"\nport = {port}\n"
+        ));
+    }
+    text.push_str(
+        "[clusters.ha]\nservers = [\"a\", \"b\"]\n[pools.tx]\nmode = \"transaction\"\n\
+         [users.lookup]\npassword = \"pw\"\n",
+    );
+    for (name, port, extra) in [
+        ("plain", 7001, ""),
+        ("looked_up", 7002, "auth_user = \"lookup\"\n"),
+    ] {
+        text.push_str(&format!(
+            "[listeners.{name}]\nprotocol = \"postgres\"\naddress = \"127.0.0.1:{port}\"\n\
+             cluster = \"ha\"\npool = \"tx\"\n{extra}"
+        ));
+    }
+    write!(f, "{text}").unwrap();
+    let out = Command::new(BIN)
+        .arg("check-config")
+        .arg(f.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "a warning is no error");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let name = f.path().display().to_string();
+    assert!(
+        err.contains(&format!(
+            "{name}: warning: [listeners.plain]: pass-through users"
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("looked_up"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
 fn stops_cleanly_on_sigterm() {
     let port = sluice_testkit::free_port();
     let mut f = tempfile::NamedTempFile::new().unwrap();

@@ -73,6 +73,7 @@ async fn unknown_command_wrong_sequence_and_oversized_packets() {
     let mut raw = RawMy {
         s: tokio::net::TcpStream::connect(a).await.unwrap(),
         buf: Default::default(),
+        scramble: Vec::new(),
     };
     raw.read().await.expect("greeting");
     raw.send(1, &[1, 2, 3]).await;

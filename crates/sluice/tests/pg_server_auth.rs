@@ -71,3 +71,23 @@ async fn cancel_in_transaction_mode() {
     assert_eq!(sqlstate(&e), "57014");
     busy.await.unwrap().unwrap();
 }
+
+/// A configured user whose `server_password` is an md5 hash (as in pg_authid) logs in to
+/// a server that asks for md5, without Sluice knowing the password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn md5_server_password_logs_in() {
+    let pg = server(PgAuth::Md5);
+    let hash = postgres_protocol::password::md5(APP_PW.as_bytes(), APP_USER);
+    let extra = format!(
+        "[users.hashed]\npassword = \"client-pw\"\nserver_user = \"{APP_USER}\"\n\
+         server_password = \"{hash}\"\n\
+         [listeners.hashed]\nprotocol = \"postgres\"\naddress = \"127.0.0.1:0\"\n\
+         cluster = \"pg\"\npool = \"session\"\nauth = \"scram-sha-256\"\n"
+    );
+    let h = sluice(&config_text(&pg, 2, "5s", &extra)).await;
+    let c = connect(addr(&h, "hashed"), "hashed", "client-pw", "app")
+        .await
+        .unwrap();
+    let row = c.query_one("select current_user::text", &[]).await.unwrap();
+    assert_eq!(row.get::<_, String>(0), APP_USER);
+}

@@ -3,6 +3,7 @@
 
 mod errors;
 mod files;
+mod passthrough;
 mod references;
 mod routes;
 mod values;

@@ -144,7 +144,8 @@ read_your_writes = "yes"
             ),
             (
                 Some(36),
-                "route \"split\" needs users Sluice logs in as itself",
+                "route \"split\" logs in to more than one server, which Sluice cannot do \
+                 for pass-through users as such: set auth_user",
             ),
             (
                 Some(36),

@@ -75,8 +75,99 @@ pub type Targets = std::sync::Arc<
 #[derive(Clone)]
 pub struct Credentials {
     pub user: String,
-    pub password: Option<String>,
+    pub key: LoginKey,
+    /// When a client's login proved them (pass-through users of a listener with
+    /// `auth_user`): after a password change the newest win. `None`: configured.
+    pub proven: Option<std::time::Instant>,
 }
+
+impl Credentials {
+    /// A user with a plaintext password, or none.
+    pub fn password(user: impl Into<String>, password: Option<String>) -> Credentials {
+        Credentials {
+            user: user.into(),
+            key: password.map_or(LoginKey::None, LoginKey::Password),
+            proven: None,
+        }
+    }
+
+    /// What a client's login just proved for `user`.
+    pub fn proven(user: impl Into<String>, key: LoginKey) -> Credentials {
+        Credentials {
+            user: user.into(),
+            key,
+            proven: Some(std::time::Instant::now()),
+        }
+    }
+
+    /// Whether these were proven after `other` (a pool keeps the newest).
+    pub fn newer_than(&self, other: &Credentials) -> bool {
+        self.proven > other.proven
+    }
+
+    /// A configured user's server login: its `server_user` with its server password
+    /// (plaintext, or an md5 hash for PostgreSQL servers; validation refuses the forms
+    /// that cannot log in).
+    pub fn of_user(u: &sluice_config::User) -> Credentials {
+        use sluice_config::Secret;
+        let key = match u.server_secret() {
+            Some(Secret::Plain(p)) => LoginKey::Password(p.clone()),
+            Some(s @ Secret::Md5 { .. }) => LoginKey::PgMd5(s.to_config_string()),
+            _ => LoginKey::None,
+        };
+        Credentials {
+            user: u.server_user().to_owned(),
+            key,
+            proven: None,
+        }
+    }
+}
+
+/// What Sluice proves a user's identity to a server with: the password, or what a
+/// stored secret and a client's proof of the password leave Sluice (pass-through users
+/// of a listener with `auth_user`, and md5 `server_password`s). `Debug` shows the form
+/// only.
+#[derive(Clone, Default)]
+pub enum LoginKey {
+    /// Nothing: the server must not ask (trust).
+    #[default]
+    None,
+    Password(String),
+    /// PostgreSQL's stored md5 hash (`md5` + hex of md5(password ‖ user)), which answers
+    /// md5 challenges.
+    PgMd5(String),
+    /// PostgreSQL SCRAM-SHA-256: the ClientKey a client's proof yielded and the
+    /// verifier's ServerKey (to check the server's proof in turn).
+    Scram {
+        client_key: [u8; 32],
+        server_key: [u8; 32],
+    },
+    /// MySQL mysql_native_password: SHA1(password), recovered from a client's reply.
+    NativeSha1([u8; 20]),
+}
+
+impl LoginKey {
+    /// The form, for messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LoginKey::None => "no password",
+            LoginKey::Password(_) => "a password",
+            LoginKey::PgMd5(_) => "an md5 hash",
+            LoginKey::Scram { .. } => "a SCRAM-SHA-256 key",
+            LoginKey::NativeSha1(_) => "a mysql_native_password key",
+        }
+    }
+}
+
+impl std::fmt::Debug for LoginKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LoginKey({})", self.kind())
+    }
+}
+
+/// The first row of the answer to a query of Sluice's own (each column as text, `None`
+/// for NULL), `Ok(None)` when there is none, or the server's error message.
+pub type Row = std::result::Result<Option<Vec<Option<String>>>, String>;
 
 /// A failed login (defined with the pool, which hands it on to whoever waits).
 pub use crate::pool::LoginError;

@@ -138,6 +138,11 @@ pub trait Relay: DerefMut<Target = Core<Self::Conn>> + Send + Sized {
         op: &<Self::Conn as PoolConn>::Opener,
         target: crate::backend::Target,
     ) -> <Self::Conn as PoolConn>::Opener;
+    /// Whether `op` logs in with credentials proven after those of `than`.
+    fn newer_login(
+        op: &<Self::Conn as PoolConn>::Opener,
+        than: &<Self::Conn as PoolConn>::Opener,
+    ) -> bool;
     /// The client's id in logs.
     fn id(&self) -> u32;
     /// Handles what the client sent (complete requests in `io.cbuf`).
@@ -455,7 +460,7 @@ fn reroute_now<R: Relay>(r: &mut R) -> Option<super::reroute::CatchUp> {
         pools,
         &mut core.route,
         core.class,
-        R::retarget,
+        (R::retarget, R::newer_login),
     );
     if let Some(p) = next.pool {
         core.pool = p;

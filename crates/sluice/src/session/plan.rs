@@ -8,7 +8,7 @@ use crate::error::Error;
 use crate::pool::{Pool, PoolConn, PoolKey, Pools, Settings};
 use crate::router::NoRoute;
 use crate::shared::Shared;
-use sluice_config::{AuthMethod, Config, Listener, PoolMode, User};
+use sluice_config::{Config, Listener, PoolMode, User};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -173,9 +173,11 @@ pub fn plan<C: PoolConn>(
 ) -> Result<Plan<C>, Error> {
     let pool_cfg = config.pool_for(listener).clone();
     let user_cfg = config.users.get(user);
-    let server_user = match (listener.auth, user_cfg) {
-        (AuthMethod::Passthrough, _) | (_, None) => user.to_owned(),
-        (_, Some(u)) => u.server_user().to_owned(),
+    // Configured users log in as their server user; pass-through users as themselves
+    // (on a listener with auth_user, users listed in [users] are configured users).
+    let server_user = match user_cfg {
+        Some(u) if listener.logs_in_itself() => u.server_user().to_owned(),
+        _ => user.to_owned(),
     };
     let key = PoolKey {
         policy: pool_cfg.name.clone(),
@@ -184,7 +186,52 @@ pub fn plan<C: PoolConn>(
         user: server_user.clone(),
         extra,
     };
-    let settings = Settings {
+    let settings = settings(shared, &pool_cfg, user_cfg, default_reset);
+    let pool_name = format!("{}/{}@{}", pool_cfg.name, server_user, database);
+    let pool = pool_on(pools, key, pool_name, settings, &target);
+    Ok(Plan {
+        mode: pool_cfg.mode,
+        config,
+        target,
+        pool,
+        server_user,
+    })
+}
+
+/// The pool a listener with `auth_user` looks its clients' secrets up from on the
+/// server `target` (connections of the auth user to `database`, apart from every
+/// client's pool), with how to log in as the auth user: its `[users]` entry.
+pub fn lookup_pool<'c, C: PoolConn>(
+    shared: &Shared,
+    listener: &Listener,
+    config: &'c Config,
+    target: &Target,
+    pools: &Pools<C>,
+    database: &str,
+    default_reset: &str,
+) -> Option<(Arc<Pool<C>>, &'c User)> {
+    let auth_user = config.users.get(&listener.auth_query.as_ref()?.user)?;
+    let pool_cfg = config.pool_for(listener);
+    let key = PoolKey {
+        policy: pool_cfg.name.clone(),
+        server: target.addr(),
+        database: database.to_owned(),
+        user: auth_user.server_user().to_owned(),
+        extra: vec![("sluice".into(), "auth_query".into())],
+    };
+    let name = format!("{}/{}@{} (auth_query)", pool_cfg.name, key.user, database);
+    let settings = settings(shared, pool_cfg, Some(auth_user), default_reset);
+    Some((pool_on(pools, key, name, settings, target), auth_user))
+}
+
+/// A pool's settings under the policy `pool_cfg` for `user_cfg`.
+fn settings(
+    shared: &Shared,
+    pool_cfg: &sluice_config::Pool,
+    user_cfg: Option<&User>,
+    default_reset: &str,
+) -> Settings {
+    Settings {
         size: pool_cfg.size_for(user_cfg),
         min_idle: pool_cfg.min_idle,
         wait_timeout: pool_cfg.wait_timeout,
@@ -202,14 +249,5 @@ pub fn plan<C: PoolConn>(
             .reset_query
             .clone()
             .unwrap_or_else(|| default_reset.into()),
-    };
-    let pool_name = format!("{}/{}@{}", pool_cfg.name, server_user, database);
-    let pool = pool_on(pools, key, pool_name, settings, &target);
-    Ok(Plan {
-        mode: pool_cfg.mode,
-        config,
-        target,
-        pool,
-        server_user,
-    })
+    }
 }

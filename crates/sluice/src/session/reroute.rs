@@ -183,17 +183,23 @@ pub struct Rerouted<C: PoolConn> {
 
 /// The route asked again (see [`Rerouted`]). The pool is None when nothing changed,
 /// when no server can take the route now (the lease then fails or waits as it would),
-/// or when `pool` cannot open connections by itself (a pass-through pool only grows by
-/// logins: such a session stays, and learns its server is gone from the error).
+/// or when `pool` cannot open connections by itself (a pass-through pool without
+/// `auth_user` only grows by logins: such a session stays, and learns its server is
+/// gone from the error).
 /// `class`: what the session is about to run (split routes only). `retarget` points the
-/// pool's opener at the new server.
+/// pool's opener at the new server; `newer` tells whether the session's opener holds
+/// credentials proven after the other pool's (a password changed since: the newest
+/// login's win).
 pub fn reroute<C: PoolConn>(
     shared: &Shared,
     listener: &Listener,
     (pools, pool): (&Pools<C>, &Arc<Pool<C>>),
     mark: &mut RouteMark,
     class: Class,
-    retarget: impl FnOnce(&C::Opener, Target) -> C::Opener,
+    openers: (
+        impl FnOnce(&C::Opener, Target) -> C::Opener,
+        impl FnOnce(&C::Opener, &C::Opener) -> bool,
+    ),
 ) -> Rerouted<C> {
     let topology = shared.topology.snapshot();
     let split = listener.route.kind == RouteKind::Split;
@@ -233,7 +239,7 @@ pub fn reroute<C: PoolConn>(
     let catch_up = (split && class != Class::Write && picked.role == Role::Primary)
         .then(|| mark.catch_up(listener, &topology, &uses))
         .flatten();
-    let pool = pool_of(shared, listener, (pools, pool), mark, picked, retarget);
+    let pool = pool_of(shared, listener, (pools, pool), mark, picked, openers);
     Rerouted { pool, catch_up }
 }
 
@@ -244,7 +250,10 @@ fn pool_of<C: PoolConn>(
     (pools, pool): (&Pools<C>, &Arc<Pool<C>>),
     mark: &mut RouteMark,
     picked: &crate::topology::ServerView,
-    retarget: impl FnOnce(&C::Opener, Target) -> C::Opener,
+    (retarget, newer): (
+        impl FnOnce(&C::Opener, Target) -> C::Opener,
+        impl FnOnce(&C::Opener, &C::Opener) -> bool,
+    ),
 ) -> Option<Arc<Pool<C>>> {
     if mark
         .on
@@ -282,7 +291,7 @@ fn pool_of<C: PoolConn>(
         pool.settings.clone(),
         &target,
     );
-    if next.opener().is_none() {
+    if next.opener().is_none_or(|o| newer(&opener, &o)) {
         next.set_opener(Arc::new(retarget(&opener, target)));
     }
     tracing::debug!(from = %pool.key.server, to = %next.key.server, "session rerouted");

@@ -23,10 +23,7 @@ pub fn start(shared: &Arc<Shared>) {
             }
             continue;
         };
-        let creds = Credentials {
-            user,
-            password: cluster.health.password.clone(),
-        };
+        let creds = Credentials::password(user, cluster.health.password.clone());
         for server in cluster.servers.iter().filter_map(|s| config.servers.get(s)) {
             let task = Checker {
                 shared: shared.clone(),

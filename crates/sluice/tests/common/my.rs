@@ -135,6 +135,8 @@ pub fn tls_opts(ca: &std::path::Path) -> SslOpts {
 pub struct RawMy {
     pub s: tokio::net::TcpStream,
     pub buf: bytes::BytesMut,
+    /// The scramble of the greeting it logged in with.
+    pub scramble: Vec<u8>,
 }
 
 impl RawMy {
@@ -151,9 +153,11 @@ impl RawMy {
         let mut r = RawMy {
             s,
             buf: bytes::BytesMut::new(),
+            scramble: Vec::new(),
         };
         let (_, hello) = r.read().await.expect("greeting");
         let hs = HandshakeV10::parse(&hello).expect("handshake");
+        r.scramble = hs.scramble().to_vec();
         let caps = CLIENT_PROTOCOL_41
             | CLIENT_SECURE_CONNECTION
             | CLIENT_PLUGIN_AUTH
@@ -280,6 +284,31 @@ impl RawMy {
         let salt = sluice_wire_mysql::auth::salt(switch.data);
         let reply = sluice_wire_mysql::auth::native_scramble(pw.as_bytes(), salt);
         self.send(seq.wrapping_add(1), &reply).await;
+        self.read().await.expect("change user result").1
+    }
+
+    /// COM_CHANGE_USER as Connector/C sends it: mysql_native_password's answer made for
+    /// the scramble of the login, and the same answer again to an auth switch. Returns
+    /// the final answer.
+    pub async fn change_user_as_connector_c(&mut self, user: &str, pw: &str, db: &str) -> Vec<u8> {
+        use sluice_wire_mysql::consts::*;
+        use sluice_wire_mysql::handshake::ChangeUser;
+        let answer = sluice_wire_mysql::auth::native_scramble(pw.as_bytes(), &self.scramble);
+        let cu = ChangeUser {
+            username: user.as_bytes().to_vec(),
+            auth_response: answer.to_vec(),
+            database: db.as_bytes().to_vec(),
+            charset: Some(45),
+            auth_plugin: Some(b"mysql_native_password".to_vec()),
+        };
+        let mut p = vec![COM_CHANGE_USER];
+        cu.encode(CLIENT_SECURE_CONNECTION | CLIENT_PLUGIN_AUTH, &mut p);
+        self.send(0, &p).await;
+        let (seq, reply) = self.read().await.expect("change user answer");
+        if reply.first() != Some(&0xfe) {
+            return reply;
+        }
+        self.send(seq.wrapping_add(1), &answer).await;
         self.read().await.expect("change user result").1
     }
 

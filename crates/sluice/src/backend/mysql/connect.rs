@@ -4,7 +4,7 @@
 //! auth switch).
 
 use super::{ServerConn, read_packet};
-use crate::backend::{Credentials, LoginError, Target, connect_tcp};
+use crate::backend::{Credentials, LoginError, LoginKey, Target, connect_tcp};
 use crate::error::{Error, Kind, Result, Side};
 use crate::stream::{Stream, write_all_flush};
 use bytes::BytesMut;
@@ -130,15 +130,20 @@ pub async fn login(op: &Opener) -> std::result::Result<(ServerConn, HandshakeV10
             seq = 2;
         }
     }
-    let password = op.creds.password.as_deref().unwrap_or_default().as_bytes();
+    let key = &op.creds.key;
     let salt = hs.scramble();
-    let plugin = hs.auth_plugin_name.clone();
+    // With a recovered key only mysql_native_password can answer: ask for it at once (a
+    // server whose default plugin differs switches to the account's).
+    let plugin = match key {
+        LoginKey::NativeSha1(_) => auth::MYSQL_NATIVE_PASSWORD.to_vec(),
+        _ => hs.auth_plugin_name.clone(),
+    };
     let response = HandshakeResponse41 {
         capabilities: caps,
         max_packet: 1 << 30,
         charset: op.charset,
         username: op.creds.user.as_bytes().to_vec(),
-        auth_response: scramble_for(&plugin, password, salt),
+        auth_response: scramble_for(t, &op.creds, &plugin, salt)?,
         database: (!op.database.is_empty()).then(|| op.database.as_bytes().to_vec()),
         auth_plugin: Some(plugin.clone()),
         attrs: None,
@@ -170,13 +175,16 @@ pub async fn login(op: &Opener) -> std::result::Result<(ServerConn, HandshakeV10
                     [s @ .., 0] if s.len() == 20 => s,
                     _ => data,
                 };
-                scramble_for(&plugin, password, salt)
+                scramble_for(t, &op.creds, &plugin, salt)?
             }
             // caching_sha2_password: 3 = fast auth succeeded (OK follows), 4 = full
             // authentication: the password itself, only over TLS.
             Some(0x01) if p.get(1) == Some(&3) => continue,
             Some(0x01) if p.get(1) == Some(&4) && stream.is_tls() => {
-                let mut v = password.to_vec();
+                let LoginKey::Password(password) = key else {
+                    return Err(cannot(t, &op.creds, &plugin));
+                };
+                let mut v = password.as_bytes().to_vec();
                 v.push(0);
                 v
             }
@@ -267,13 +275,42 @@ pub fn start_compression(
     }
 }
 
-fn scramble_for(plugin: &[u8], password: &[u8], salt: &[u8]) -> Vec<u8> {
-    if password.is_empty() {
-        return Vec::new();
-    }
-    match plugin {
+/// The answer to `plugin`'s challenge `salt` with what `creds` hold.
+fn scramble_for(
+    t: &Target,
+    creds: &Credentials,
+    plugin: &[u8],
+    salt: &[u8],
+) -> std::result::Result<Vec<u8>, LoginError> {
+    let password = match &creds.key {
+        LoginKey::None => return Ok(Vec::new()),
+        LoginKey::Password(p) if p.is_empty() => return Ok(Vec::new()),
+        LoginKey::Password(p) => p.as_bytes(),
+        LoginKey::NativeSha1(key) if plugin == auth::MYSQL_NATIVE_PASSWORD => {
+            return Ok(auth::native_scramble_with_key(key, salt).to_vec());
+        }
+        LoginKey::NativeSha1(_) | LoginKey::PgMd5(_) | LoginKey::Scram { .. } => {
+            return Err(cannot(t, creds, plugin));
+        }
+    };
+    Ok(match plugin {
         b"caching_sha2_password" => auth::sha2_scramble(password, salt).to_vec(),
         b"client_ed25519" => auth::ed25519_sign(password, salt).to_vec(),
         _ => auth::native_scramble(password, salt).to_vec(),
-    }
+    })
+}
+
+/// The error for a server that asks for an authentication `creds` cannot answer.
+fn cannot(t: &Target, creds: &Credentials, plugin: &[u8]) -> LoginError {
+    LoginError::Proxy(Error::new(
+        Kind::Auth,
+        Side::Server,
+        format!(
+            "server {} asks user \"{}\" for {}, which Sluice cannot answer with {}",
+            t.addr(),
+            creds.user,
+            String::from_utf8_lossy(plugin),
+            creds.key.kind()
+        ),
+    ))
 }

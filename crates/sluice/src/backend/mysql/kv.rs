@@ -338,7 +338,8 @@ impl ServerConn {
         }
     }
 
-    async fn next(&mut self) -> Result<bytes::Bytes> {
+    /// The next packet from the server (Sluice's own commands).
+    pub(super) async fn next(&mut self) -> Result<bytes::Bytes> {
         Ok(
             read_packet(&mut self.stream, &mut self.rbuf, self.max_message)
                 .await?

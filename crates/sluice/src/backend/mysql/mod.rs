@@ -4,6 +4,7 @@
 
 mod connect;
 pub mod kv;
+mod lookup;
 
 pub use connect::{Opener, compression_for, login, open_greeting, start_compression, tls_upgrade};
 

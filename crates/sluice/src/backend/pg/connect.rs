@@ -1,13 +1,15 @@
 //! Opening a server connection: TCP, the TLS upgrade, the startup message and the
-//! authentication exchange Sluice runs itself (SCRAM-SHA-256, md5, cleartext, trust).
+//! authentication exchange Sluice runs itself (SCRAM-SHA-256, md5, cleartext, trust)
+//! with a password, an md5 hash (md5 only) or a client's SCRAM key (SCRAM only).
 
 use super::{ServerConn, StatementCache, read_frame};
-use crate::backend::{Credentials, LoginError, Target};
+use crate::backend::{Credentials, LoginError, LoginKey, Target};
 use crate::error::{Error, Kind, Result, Side};
 use crate::stream::{Stream, write_all_flush};
 use bytes::BytesMut;
 use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256};
 use sluice_config::ServerTls;
+use sluice_wire_pg::scram::KeyClient;
 use sluice_wire_pg::{encode, msg};
 use std::collections::BTreeMap;
 use tokio::io::AsyncReadExt;
@@ -163,17 +165,26 @@ pub async fn login(
     }
 }
 
-fn need_password(creds: &Credentials) -> std::result::Result<&[u8], LoginError> {
-    creds.password.as_deref().map(str::as_bytes).ok_or_else(|| {
-        LoginError::Proxy(Error::new(
-            Kind::Auth,
-            Side::Server,
-            format!(
-                "server asks for a password for user \"{}\" and none is configured",
-                creds.user
-            ),
-        ))
-    })
+/// The error for a server that asks for what `creds` cannot give.
+fn cannot(creds: &Credentials, asked: &str) -> LoginError {
+    let why = match creds.key {
+        LoginKey::None => "none is configured".to_owned(),
+        ref k => format!("Sluice holds {} for this user", k.kind()),
+    };
+    LoginError::Proxy(Error::new(
+        Kind::Auth,
+        Side::Server,
+        format!(
+            "server asks for {asked} for user \"{}\" and {why}",
+            creds.user
+        ),
+    ))
+}
+
+/// A SCRAM-SHA-256 exchange in progress: with the password, or with a client's key.
+enum Scram {
+    Password(ScramSha256),
+    Key(KeyClient),
 }
 
 async fn authenticate(
@@ -182,7 +193,8 @@ async fn authenticate(
     t: &Target,
     creds: &Credentials,
 ) -> std::result::Result<(), LoginError> {
-    let mut scram: Option<ScramSha256> = None;
+    let mut scram: Option<Scram> = None;
+    let failed = |e: String| LoginError::Proxy(Error::new(Kind::Auth, Side::Server, e));
     loop {
         let (tag, body) = read_frame(stream, rbuf, t.max_message).await?;
         if tag == msg::be::ERROR_RESPONSE {
@@ -203,7 +215,10 @@ async fn authenticate(
         match code {
             msg::auth::OK => return Ok(()),
             msg::auth::CLEARTEXT => {
-                let mut pw = need_password(creds)?.to_vec();
+                let LoginKey::Password(pw) = &creds.key else {
+                    return Err(cannot(creds, "the password in clear"));
+                };
+                let mut pw = pw.as_bytes().to_vec();
                 pw.push(0);
                 encode::password(&mut out, &pw);
             }
@@ -212,11 +227,15 @@ async fn authenticate(
                     .get(..4)
                     .and_then(|s| s.try_into().ok())
                     .ok_or_else(bad)?;
-                let hash = postgres_protocol::authentication::md5_hash(
-                    creds.user.as_bytes(),
-                    need_password(creds)?,
-                    salt,
-                );
+                let hash = match &creds.key {
+                    LoginKey::Password(pw) => postgres_protocol::authentication::md5_hash(
+                        creds.user.as_bytes(),
+                        pw.as_bytes(),
+                        salt,
+                    ),
+                    LoginKey::PgMd5(stored) => sluice_wire_pg::md5::expected_response(stored, salt),
+                    _ => return Err(cannot(creds, "md5")),
+                };
                 let mut pw = hash.into_bytes();
                 pw.push(0);
                 encode::password(&mut out, &pw);
@@ -231,20 +250,45 @@ async fn authenticate(
                     )
                     .into());
                 }
-                let s = ScramSha256::new(need_password(creds)?, ChannelBinding::unsupported());
-                encode::sasl_initial(&mut out, "SCRAM-SHA-256", s.message());
+                let (s, first) = match &creds.key {
+                    LoginKey::Password(pw) => {
+                        let s = ScramSha256::new(pw.as_bytes(), ChannelBinding::unsupported());
+                        let first = s.message().to_vec();
+                        (Scram::Password(s), first)
+                    }
+                    LoginKey::Scram {
+                        client_key,
+                        server_key,
+                    } => {
+                        let (s, first) = KeyClient::new(*client_key, *server_key);
+                        (Scram::Key(s), first.into_bytes())
+                    }
+                    _ => return Err(cannot(creds, "SCRAM-SHA-256")),
+                };
+                encode::sasl_initial(&mut out, "SCRAM-SHA-256", &first);
                 scram = Some(s);
             }
-            msg::auth::SASL_CONTINUE => {
-                let s = scram.as_mut().ok_or_else(bad)?;
-                s.update(data)
-                    .map_err(|e| Error::new(Kind::Auth, Side::Server, e.to_string()))?;
-                encode::password(&mut out, s.message());
-            }
+            msg::auth::SASL_CONTINUE => match scram.as_mut().ok_or_else(bad)? {
+                Scram::Password(s) => {
+                    s.update(data).map_err(|e| failed(e.to_string()))?;
+                    encode::password(&mut out, s.message());
+                }
+                Scram::Key(s) => {
+                    let last = s.client_final(data).map_err(|e| failed(e.to_string()))?;
+                    encode::password(&mut out, last.as_bytes());
+                }
+            },
             msg::auth::SASL_FINAL => {
-                let s = scram.as_mut().ok_or_else(bad)?;
-                s.finish(data)
-                    .map_err(|e| Error::new(Kind::Auth, Side::Server, e.to_string()))?;
+                match scram.as_mut().ok_or_else(bad)? {
+                    Scram::Password(s) => s.finish(data).map_err(|e| failed(e.to_string()))?,
+                    Scram::Key(s) => s.verify_server(data).map_err(|_| {
+                        failed(format!(
+                            "server {} could not prove it holds the SCRAM verifier of user \"{}\"",
+                            t.addr(),
+                            creds.user
+                        ))
+                    })?,
+                }
                 continue;
             }
             other => {

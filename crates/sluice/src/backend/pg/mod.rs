@@ -4,8 +4,9 @@
 
 mod connect;
 pub mod kv;
+mod lookup;
 
-pub use crate::backend::{Credentials, LoginError, Target};
+pub use crate::backend::{Credentials, LoginError, LoginKey, Target};
 pub use connect::{connect_stream, finish_startup, login, open_startup};
 
 use crate::error::{Error, Result};

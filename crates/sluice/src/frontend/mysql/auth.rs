@@ -1,5 +1,7 @@
-//! Authentication of `[users]` by Sluice itself on MySQL listeners: Sluice greets the
-//! client with its own scramble and checks the answer against the configured secret:
+//! Authentication by Sluice itself on MySQL listeners: Sluice greets the client with its
+//! own scramble and checks the answer against the configured secret of a `[users]`
+//! entry, or (a listener with `auth_user`) against the mysql_native_password hash the
+//! server stores for a pass-through user, keeping the key the reply yields:
 //! mysql_native_password, or caching_sha2_password (the fast path once a user has
 //! logged in since start; before that the full authentication: the password in clear
 //! over TLS, or RSA-encrypted with Sluice's public key over plain TCP). The client's
@@ -8,8 +10,9 @@
 
 use super::Client;
 use super::login::{Arrival, FirstConn, finish, greet_client, read_client, send};
+use super::lookup::Stored;
 use crate::backend::mysql::Opener;
-use crate::backend::{Credentials, LoginError, Target};
+use crate::backend::{Credentials, LoginError, LoginKey, Target};
 use crate::error::Error;
 use crate::frontend::ListenerCtx;
 use crate::shared::Shared;
@@ -53,6 +56,28 @@ pub(super) async fn login(
     c.caps = client_caps;
     let (user, database) = super::login::names(&hello);
     let user_cfg = config.users.get(&user);
+    // A pass-through user of a listener with auth_user: checked against what the
+    // server stores for it.
+    let stored = match user_cfg {
+        None if ctx.cfg.auth == AuthMethod::Passthrough => {
+            let seq = cseq.wrapping_add(1);
+            match super::lookup::stored(shared, ctx, &target, &user).await {
+                Ok(Stored::Other(plugin)) => {
+                    let msg = unsupported(&user, &plugin);
+                    tracing::warn!(listener = %ctx.cfg.name, %user, %plugin, "refused: auth_query found an account Sluice cannot check");
+                    c.fatal_code(seq, consts::ER_ACCESS_DENIED_ERROR, "28000", &msg)
+                        .await;
+                    return None;
+                }
+                Ok(s) => Some(s),
+                Err(e) => {
+                    c.fatal(seq, &e).await;
+                    return None;
+                }
+            }
+        }
+        _ => None,
+    };
     let mut ex = Exchange {
         stream: &mut c.stream,
         buf: &mut c.buf,
@@ -68,10 +93,10 @@ pub(super) async fn login(
         .is_none_or(|p| p == plugin)
         .then_some(&hello.auth_response[..]);
     let verdict = ex
-        .check(&ctx.mysql, ctx.cfg.auth, user_cfg, &user, plugin, first)
+        .admit(ctx, stored.as_ref(), user_cfg, &user, plugin, first)
         .await;
     let seq = ex.seq;
-    let Some(true) = verdict else {
+    let Some(Some(creds)) = verdict else {
         if verdict.is_some() {
             let msg = access_denied(&user, used_password);
             c.fatal_code(seq, consts::ER_ACCESS_DENIED_ERROR, "28000", &msg)
@@ -85,14 +110,7 @@ pub(super) async fn login(
         return None;
     }
     let routed = (config.clone(), target.clone());
-    let opener = opener(
-        user_cfg,
-        &user,
-        &database,
-        target,
-        client_caps,
-        hello.charset,
-    );
+    let opener = opener(creds, &database, target, client_caps, hello.charset);
     let arrival = Arrival {
         user,
         database,
@@ -101,6 +119,7 @@ pub(super) async fn login(
         id,
         welcome: (*hs).clone(),
         lease: FirstConn::Pool(opener),
+        scramble: Some(salt),
         routed,
     };
     let (mut c, (mut seat, session)) = finish(shared, ctx, c, arrival).await?;
@@ -156,31 +175,33 @@ pub(super) fn database_denied(user_cfg: Option<&User>, database: &str) -> Option
     ))
 }
 
+/// The message of error 1045 for an account Sluice cannot check through `auth_query`.
+pub(super) fn unsupported(user: &str, plugin: &str) -> String {
+    format!(
+        "Access denied for user '{user}'@'sluice': the account uses {plugin}, which Sluice \
+         cannot check for a pass-through user (only mysql_native_password accounts)"
+    )
+}
+
 /// How the pool logs in to the server for a configured user.
+pub(super) fn creds_of(user_cfg: Option<&User>, user: &str) -> Credentials {
+    match user_cfg {
+        Some(u) => Credentials::of_user(u),
+        None => Credentials::password(user, None),
+    }
+}
+
+/// How the pool logs in to the server for a client's user and database.
 pub(super) fn opener(
-    user_cfg: Option<&User>,
-    user: &str,
+    creds: Credentials,
     database: &str,
     target: Target,
     client_caps: u64,
     charset: u8,
 ) -> Arc<Opener> {
-    let (server_user, password) = match user_cfg {
-        Some(u) => (
-            u.server_user().to_owned(),
-            match u.server_secret() {
-                Some(Secret::Plain(p)) => Some(p.clone()),
-                _ => None,
-            },
-        ),
-        None => (user.to_owned(), None),
-    };
     Arc::new(Opener {
         target,
-        creds: Credentials {
-            user: server_user,
-            password,
-        },
+        creds,
         database: database.to_owned(),
         caps: client_caps & !consts::CLIENT_SSL,
         charset,
@@ -249,21 +270,7 @@ impl Exchange<'_> {
         }
         // The answer is asked for before the user is looked up: an unknown user is
         // refused at the same step as a wrong password.
-        let answer = match first {
-            Some(a) => a.to_vec(),
-            None => {
-                let mut data = self.salt.to_vec();
-                data.push(0);
-                let mut p = Vec::new();
-                AuthSwitchRequest {
-                    plugin,
-                    data: &data,
-                }
-                .encode(&mut p);
-                self.send(&p).await?;
-                self.read().await?
-            }
-        };
+        let answer = self.answer(plugin, first).await?;
         let Some(u) = user_cfg else {
             return Some(false);
         };
@@ -281,6 +288,71 @@ impl Exchange<'_> {
             }
             _ => false,
         })
+    }
+
+    /// Checks a client: a pass-through user against what the server stores
+    /// (`stored`), else against `[users]` with the listener's method. Some(Some(how
+    /// Sluice logs in for it)) when accepted, Some(None) when refused, None when the
+    /// client left. `first` as for [`Exchange::check`].
+    pub(super) async fn admit(
+        &mut self,
+        ctx: &ListenerCtx,
+        stored: Option<&Stored>,
+        user_cfg: Option<&User>,
+        user: &str,
+        plugin: &[u8],
+        first: Option<&[u8]>,
+    ) -> Option<Option<Credentials>> {
+        match stored {
+            Some(stored) => {
+                let key = self.native_key(stored, first).await?;
+                Some(key.map(|key| Credentials::proven(user, key)))
+            }
+            None => {
+                let method = ctx.cfg.auth;
+                let ok = self
+                    .check(&ctx.mysql, method, user_cfg, user, plugin, first)
+                    .await?;
+                Some(ok.then(|| creds_of(user_cfg, user)))
+            }
+        }
+    }
+
+    /// A pass-through user against what the server stores (mysql_native_password):
+    /// Some(Some(key)) when the client's reply is right (the key it yields), Some(None)
+    /// when refused, None when the client left. `first` as for [`Exchange::check`]; an
+    /// unknown user gets the same exchange as a wrong password.
+    pub(super) async fn native_key(
+        &mut self,
+        stored: &Stored,
+        first: Option<&[u8]>,
+    ) -> Option<Option<LoginKey>> {
+        let answer = self.answer(scramble::MYSQL_NATIVE_PASSWORD, first).await?;
+        Some(match stored {
+            Stored::Native(None) => answer.is_empty().then_some(LoginKey::None),
+            Stored::Native(Some(hash)) => {
+                scramble::native_recover(hash, self.salt, &answer).map(LoginKey::NativeSha1)
+            }
+            Stored::Unknown | Stored::Other(_) => None,
+        })
+    }
+
+    /// The client's answer to the salt with `plugin`: `first`, or asked for with an
+    /// auth switch request.
+    async fn answer(&mut self, plugin: &[u8], first: Option<&[u8]>) -> Option<Vec<u8>> {
+        if let Some(a) = first {
+            return Some(a.to_vec());
+        }
+        let mut data = self.salt.to_vec();
+        data.push(0);
+        let mut p = Vec::new();
+        AuthSwitchRequest {
+            plugin,
+            data: &data,
+        }
+        .encode(&mut p);
+        self.send(&p).await?;
+        self.read().await
     }
 
     async fn sha2(
@@ -328,7 +400,8 @@ impl Exchange<'_> {
             reply = clear;
         }
         let password = reply.strip_suffix(&[0]).unwrap_or(&reply);
-        let ok = scramble::sha2_stored(password) == stored;
+        let hash = scramble::sha2_stored(password);
+        let ok = bool::from(subtle::ConstantTimeEq::ct_eq(&hash[..], &stored[..]));
         if ok {
             front.sha2_cache.lock().insert(user.to_owned());
         }

@@ -13,7 +13,7 @@ use crate::session::mysql::{Admitted, Session};
 use crate::shared::Shared;
 use crate::stream::{Stream, write_all_flush};
 use bytes::{Bytes, BytesMut};
-use sluice_config::{AuthMethod, ClientTls, PoolMode};
+use sluice_config::{ClientTls, PoolMode};
 use sluice_wire_mysql::compress::{Algorithm, Framer, Role};
 use sluice_wire_mysql::handshake::{HandshakeResponse41, HandshakeV10, is_ssl_request};
 use sluice_wire_mysql::{consts, packet};
@@ -49,7 +49,7 @@ pub async fn login(
             return None;
         }
     };
-    if ctx.cfg.auth != AuthMethod::Passthrough {
+    if ctx.cfg.logs_in_itself() {
         return super::auth::login(shared, ctx, c, config, target).await;
     }
     let max = config.general.max_message_size;
@@ -67,6 +67,7 @@ pub async fn login(
             id,
             welcome: hs,
             lease: FirstConn::Adopt(Box::new(conn)),
+            scramble: None,
             routed: (config.clone(), target.clone()),
         },
     )
@@ -91,6 +92,8 @@ pub(super) struct Arrival {
     pub id: u32,
     pub welcome: HandshakeV10,
     pub lease: FirstConn,
+    /// The scramble Sluice greeted the client with, where it checked the client itself.
+    pub scramble: Option<[u8; 20]>,
     /// The server the router picked for this login, and the configuration it read.
     pub routed: (Arc<sluice_config::Config>, crate::backend::Target),
 }
@@ -175,6 +178,7 @@ pub(super) async fn finish(
         caps: a.client_caps,
         kill,
         readmit: ctx.clone(),
+        scramble: a.scramble,
     };
     Some((c, (seat, session)))
 }

@@ -4,6 +4,7 @@
 
 mod auth;
 mod login;
+mod lookup;
 mod passthrough;
 mod readmit;
 mod rsa;

@@ -1,10 +1,12 @@
-//! Client authentication: SCRAM-SHA-256, md5 and trust against `[users]`, or
-//! pass-through, where Sluice relays the exchange between the client and a fresh server
-//! connection and the server decides.
+//! Client authentication: SCRAM-SHA-256, md5 and trust against `[users]`; against the
+//! secret the server stores for a pass-through user (a listener with `auth_user`,
+//! looked up in `lookup.rs`), keeping what the client's proof yields to log in to
+//! servers; or pass-through, where Sluice relays the exchange between the client and a
+//! fresh server connection and the server decides.
 
 use super::Client;
 use crate::backend::pg::{
-    LoginError, ServerConn, Target, finish_startup, open_startup, read_whole_frame,
+    LoginError, LoginKey, ServerConn, Target, finish_startup, open_startup, read_whole_frame,
 };
 use crate::error::{Error, Kind, Side};
 use crate::stream::write_all_flush;
@@ -48,12 +50,13 @@ fn verifier_of(secret: Option<&Secret>) -> Option<Verifier> {
     }
 }
 
+/// A SCRAM-SHA-256 exchange against `secret`; on success, the client's ClientKey.
 async fn scram(
     c: &mut Client,
     user: &str,
     secret: Option<&Secret>,
     max: usize,
-) -> Result<(), Error> {
+) -> Result<[u8; 32], Error> {
     // An unknown user goes through the whole exchange against a random verifier, so a
     // client cannot tell unknown users from wrong passwords.
     let real = verifier_of(secret);
@@ -78,14 +81,14 @@ async fn scram(
     encode::auth_request(&mut out, msg::auth::SASL_CONTINUE, server_first.as_bytes());
     write_all_flush(&mut c.stream, &out).await?;
     let body = read_password(c, max).await?;
-    let (server_final, _client_key) = ex.finish(&body).map_err(|_| auth_failed(user))?;
+    let (server_final, client_key) = ex.finish(&body).map_err(|_| auth_failed(user))?;
     if !known {
         return Err(auth_failed(user));
     }
     out.clear();
     encode::auth_request(&mut out, msg::auth::SASL_FINAL, server_final.as_bytes());
     write_all_flush(&mut c.stream, &out).await?;
-    Ok(())
+    Ok(client_key)
 }
 
 async fn md5(c: &mut Client, user: &str, secret: Option<&Secret>, max: usize) -> Result<(), Error> {
@@ -95,7 +98,7 @@ async fn md5(c: &mut Client, user: &str, secret: Option<&Secret>, max: usize) ->
         }
         Some(Secret::Md5 { hash }) => Some(format!("md5{}", hex(hash))),
         // Like PostgreSQL: a SCRAM secret cannot answer md5, so SCRAM is used instead.
-        Some(Secret::Scram(_)) => return scram(c, user, secret, max).await,
+        Some(Secret::Scram(_)) => return scram(c, user, secret, max).await.map(|_| ()),
         // MySQL hashes cannot answer PostgreSQL's exchanges.
         Some(Secret::MysqlNative { .. } | Secret::Sha2 { .. }) | None => None,
     };
@@ -132,8 +135,20 @@ pub async fn check(
         )
         .with_sqlstate("28000")),
         AuthMethod::Md5 => md5(c, user, cfg.and_then(|u| u.password.as_ref()), max).await,
+        // A configured user on a pass-through listener with auth_user: by the form of
+        // its password, as PostgreSQL's md5 method does.
+        AuthMethod::Passthrough
+            if matches!(
+                cfg.and_then(|u| u.password.as_ref()),
+                Some(Secret::Md5 { .. })
+            ) =>
+        {
+            md5(c, user, cfg.and_then(|u| u.password.as_ref()), max).await
+        }
         AuthMethod::ScramSha256 | AuthMethod::Passthrough => {
-            scram(c, user, cfg.and_then(|u| u.password.as_ref()), max).await
+            scram(c, user, cfg.and_then(|u| u.password.as_ref()), max)
+                .await
+                .map(|_| ())
         }
         // Validation keeps MySQL methods off PostgreSQL listeners.
         AuthMethod::MysqlNativePassword | AuthMethod::CachingSha2Password => Err(Error::new(
@@ -141,6 +156,40 @@ pub async fn check(
             Side::Internal,
             "this authentication method is for MySQL listeners",
         )),
+    }
+}
+
+/// Checks a pass-through client against the secret the server stores for it (looked up
+/// with `auth_query`): SCRAM-SHA-256 for a verifier (or a plaintext password), md5 for
+/// an md5 hash; none (no such role, an expired or NULL password, a form Sluice cannot
+/// check) fails like a wrong password, after the same exchange. On success: what Sluice
+/// logs in to servers with for this user.
+pub async fn check_stored(
+    c: &mut Client,
+    user: &str,
+    stored: Option<Secret>,
+    max: usize,
+) -> Result<LoginKey, Error> {
+    match stored {
+        Some(Secret::Md5 { hash }) => {
+            md5(c, user, Some(&Secret::Md5 { hash }), max).await?;
+            Ok(LoginKey::PgMd5(format!("md5{}", hex(&hash))))
+        }
+        Some(Secret::Scram(v)) => {
+            let server_key = v.server_key;
+            let client_key = scram(c, user, Some(&Secret::Scram(v)), max).await?;
+            Ok(LoginKey::Scram {
+                client_key,
+                server_key,
+            })
+        }
+        Some(Secret::Plain(pw)) => {
+            scram(c, user, Some(&Secret::Plain(pw.clone())), max).await?;
+            Ok(LoginKey::Password(pw))
+        }
+        Some(Secret::MysqlNative { .. } | Secret::Sha2 { .. }) | None => {
+            scram(c, user, None, max).await.map(|_| LoginKey::None)
+        }
     }
 }
 

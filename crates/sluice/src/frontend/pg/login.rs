@@ -1,6 +1,7 @@
 //! From a StartupMessage to a ready session: protocol version, routing, authentication
-//! (pass-through or against `[users]`), the first server connection, ParameterStatus,
-//! Sluice's own BackendKeyData, ReadyForQuery.
+//! (pass-through, against `[users]`, or against the secret the server stores, looked up
+//! with `auth_query`), the first server connection, ParameterStatus, Sluice's own
+//! BackendKeyData, ReadyForQuery.
 
 use super::{Client, auth};
 use crate::backend::pg::{Credentials, LoginError, Opener};
@@ -11,7 +12,7 @@ use crate::session::pg::{Admitted, Session, replay};
 use crate::shared::Shared;
 use crate::stream::write_all_flush;
 use bytes::{BufMut, BytesMut};
-use sluice_config::{AuthMethod, PoolMode, Secret};
+use sluice_config::{AuthMethod, PoolMode};
 use sluice_wire_pg::encode;
 use std::sync::Arc;
 
@@ -124,7 +125,8 @@ pub async fn login(
         plan.server_user.clone(),
     );
     let user_cfg = plan.user_cfg(&user);
-    let lease = if ctx.cfg.auth == AuthMethod::Passthrough {
+    // Pass-through: the server checks the client, unless the listener has auth_user.
+    let lease = if !ctx.cfg.logs_in_itself() {
         if !out.is_empty() {
             let _ = write_all_flush(&mut c.stream, &out).await;
             out.clear();
@@ -140,10 +142,35 @@ pub async fn login(
             }
         }
     } else {
-        if let Err(e) = auth::check(c, ctx.cfg.auth, &user, user_cfg, target.max_message).await {
-            c.fatal(&e).await;
-            return None;
-        }
+        let creds = match user_cfg {
+            // A pass-through user of a listener with auth_user: checked against what
+            // the server stores.
+            None if ctx.cfg.auth == AuthMethod::Passthrough => {
+                if !out.is_empty() {
+                    let _ = write_all_flush(&mut c.stream, &out).await;
+                    out.clear();
+                }
+                let names = (user.as_str(), database.as_str());
+                match super::lookup::admit(shared, ctx, c, &target, names).await {
+                    Ok(creds) => creds,
+                    Err(e) => {
+                        c.fatal(&e).await;
+                        return None;
+                    }
+                }
+            }
+            _ => {
+                let max = target.max_message;
+                if let Err(e) = auth::check(c, ctx.cfg.auth, &user, user_cfg, max).await {
+                    c.fatal(&e).await;
+                    return None;
+                }
+                match user_cfg {
+                    Some(u) => Credentials::of_user(u),
+                    None => Credentials::password(server_user.clone(), None),
+                }
+            }
+        };
         if let Some(u) = user_cfg.filter(|u| !u.may_use_database(&database)) {
             let e = Error::new(
                 Kind::Auth,
@@ -157,10 +184,6 @@ pub async fn login(
             c.fatal(&e).await;
             return None;
         }
-        let password = match user_cfg.and_then(|u| u.server_secret()) {
-            Some(Secret::Plain(p)) => Some(p.clone()),
-            _ => None,
-        };
         let mut server_params = params.clone();
         for (k, v) in server_params.iter_mut() {
             if k == "user" {
@@ -170,10 +193,7 @@ pub async fn login(
         pool.set_opener(Arc::new(Opener {
             target: target.clone(),
             params: server_params,
-            creds: Credentials {
-                user: server_user,
-                password,
-            },
+            creds,
         }));
         encode::auth_ok(&mut out);
         match pool.welcome() {

@@ -4,6 +4,7 @@
 
 mod auth;
 mod login;
+mod lookup;
 mod startup;
 
 use crate::error::Error;

@@ -1,11 +1,14 @@
-//! COM_CHANGE_USER. With configured users Sluice logs the client in again itself: an
-//! auth switch with a fresh scramble (the answer in the command was made for the
-//! login's scramble), the same checks as at login (the frontend's, through
-//! [`Readmit`]), then the session moves to the new user's pool with a clean state, as a
-//! server would leave it. A refused change keeps the old user and the session, as
-//! MariaDB does.
+//! COM_CHANGE_USER. Where Sluice checks clients itself (configured users, and
+//! pass-through users of a listener with `auth_user`) it logs the client in again: the
+//! answer in the command is checked against the scramble of the client's login, as a
+//! server does, or (another plugin, or a wrong answer) the client is asked again with an
+//! auth switch and a fresh scramble; the same checks as at login follow (the
+//! frontend's, through [`Readmit`]), then the session moves to the new user's pool with
+//! a clean state, as a server would leave it. A refused change keeps the old user and
+//! the session, as MariaDB does.
 //!
-//! With pass-through auth only the server can check the password: the command goes to
+//! With pass-through auth without `auth_user` only the server can check the password:
+//! the command goes to
 //! the client's server connection, which from then on is logged in as a user its pool
 //! is not for. The client keeps it (pinned, reason `change_user`) and it is closed when
 //! the client is done with it, never reset and handed to another client.
@@ -19,7 +22,7 @@ use crate::session::PinReason;
 use crate::session::driver::End;
 use crate::session::pump::Pump;
 use bytes::Buf;
-use sluice_config::{AuthMethod, PoolMode};
+use sluice_config::PoolMode;
 use sluice_wire_mysql::handshake::ChangeUser;
 use sluice_wire_mysql::{consts, packet, resp};
 use std::future::Future;
@@ -45,7 +48,7 @@ pub trait Readmit: Send + Sync {
         shared: &'a Arc<crate::shared::Shared>,
         io: &'a mut Pump,
         cu: ChangeUser,
-        caps: u64,
+        login: (u64, Option<[u8; 20]>),
         max_message: usize,
     ) -> Pin<Box<dyn Future<Output = Result<Option<NewUser>, End>> + Send + 'a>>;
 }
@@ -83,7 +86,8 @@ impl Relay {
         let readmit = self.s.readmit.clone();
         let (shared, max) = (self.core.shared.clone(), self.core.max_message);
         let caps = self.s.caps;
-        let new = readmit.readmit(&shared, &mut self.core.io, cu, caps, max);
+        let login = (caps, self.s.scramble);
+        let new = readmit.readmit(&shared, &mut self.core.io, cu, login, max);
         let Some(new) = new.await? else {
             return Ok(Cmd::Taken);
         };
@@ -153,7 +157,7 @@ impl Relay {
     /// command's new length.
     pub(super) fn change_user_anew(&mut self, len: usize) -> usize {
         if self.core.mode != PoolMode::Transaction
-            || self.core.cfg.auth != AuthMethod::Passthrough
+            || self.core.cfg.logs_in_itself()
             || len >= packet::MAX_PAYLOAD
             || self.core.io.cbuf.get(4) != Some(&consts::COM_CHANGE_USER)
         {

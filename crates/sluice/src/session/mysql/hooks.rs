@@ -26,6 +26,10 @@ impl driver::Relay for Relay {
         }
     }
 
+    fn newer_login(op: &Opener, than: &Opener) -> bool {
+        op.creds.newer_than(&than.creds)
+    }
+
     fn id(&self) -> u32 {
         self.s.id
     }

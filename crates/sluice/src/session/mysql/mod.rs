@@ -26,7 +26,7 @@ use crate::shared::Shared;
 use crate::stream::Stream;
 use bytes::Buf;
 use bytes::BytesMut;
-use sluice_config::{AuthMethod, PoolMode};
+use sluice_config::PoolMode;
 use sluice_wire_mysql::track::{Step, Tracker};
 use sluice_wire_mysql::{consts, packet};
 use std::collections::VecDeque;
@@ -48,6 +48,9 @@ pub struct Session {
     pub kill: kill::Registration,
     /// How COM_CHANGE_USER logs the client in again (the listener's frontend).
     pub readmit: Arc<dyn change_user::Readmit>,
+    /// The scramble Sluice greeted the client with (listeners where Sluice checks
+    /// clients itself): a COM_CHANGE_USER's answer is made for it.
+    pub scramble: Option<[u8; 20]>,
 }
 
 /// What the client's next packets are.
@@ -311,7 +314,7 @@ impl Relay {
             self::kill::Kill::Answered => return Ok(Cmd::Consumed),
             self::kill::Kill::Server(sql) => Some(sql),
         };
-        if cmd == consts::COM_CHANGE_USER && self.core.cfg.auth != AuthMethod::Passthrough {
+        if cmd == consts::COM_CHANGE_USER && self.core.cfg.logs_in_itself() {
             return Box::pin(self.change_user(len)).await;
         }
         let tx = self.core.mode == PoolMode::Transaction;
