@@ -240,9 +240,23 @@ async fn split_sends_reads_to_the_replica_and_writes_to_the_primary() {
 async fn a_session_on_a_demoted_primary_is_ended() {
     let (primary, replica) = servers();
     let (p, r) = (primary.port(), replica.port());
-    let h = sluice(&config(&[("p", p), ("r", r)], "round-robin")).await;
+    let mut text = config(&[("p", p), ("r", r)], "round-robin");
+    text.push_str(&format!(
+        "[pools.tx]\nmode = \"transaction\"\nsize = 4\n\
+         [users.{APP_USER}]\npassword = \"{APP_PW}\"\n\
+         [listeners.tx]\nprotocol = \"mysql\"\naddress = \"127.0.0.1:0\"\ncluster = \"main\"\n\
+         pool = \"tx\"\nauth = \"mysql_native_password\"\n"
+    ));
+    let h = sluice(&text).await;
     let rw = addr(&h, "rw");
     eventually(rw, |port, _| port == p).await;
+    // A transaction-mode client leaves an idle pooled connection on the primary.
+    let mut t = mysql_async::Conn::new(opts(addr(&h, "tx"), APP_USER, APP_PW, Some("test")))
+        .await
+        .unwrap();
+    let at: Option<u16> = t.query_first("SELECT @@port").await.unwrap();
+    assert_eq!(at, Some(p));
+    let pooled = "SELECT COUNT(*) FROM information_schema.processlist WHERE user = 'app' AND command = 'Sleep'";
     let mut c = mysql_async::Conn::new(opts(rw, APP_USER, APP_PW, Some("test")))
         .await
         .unwrap();
@@ -260,6 +274,17 @@ async fn a_session_on_a_demoted_primary_is_ended() {
         other => panic!("the session went on on the demoted primary: {other:?}"),
     }
     assert_eq!(eventually(rw, |port, _| port == r).await, (r, false));
+    // The idle connections opened for writes on the demoted primary are closed.
+    drop(c);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while primary.sql(pooled).unwrap().trim() != "0" {
+        assert!(
+            Instant::now() < deadline,
+            "idle connections stayed on the demoted primary"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(t);
     drop(h);
 }
 

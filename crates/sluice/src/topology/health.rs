@@ -146,6 +146,7 @@ impl Checker {
             return false;
         }
         let went_down = before.up && !view.up;
+        let demoted = before.role == Role::Primary && view.role == Role::Replica;
         let view = view.clone();
         let routes_moved = view.up != before.up
             || view.role != before.role
@@ -179,6 +180,10 @@ impl Checker {
             next.routes += 1;
         }
         topo.publish(next);
+        if demoted {
+            // A primary demoted in place: its idle connections were opened for writes.
+            self.close_idle();
+        }
         went_down
     }
 
