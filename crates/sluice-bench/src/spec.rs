@@ -22,6 +22,8 @@ pub enum Scenario {
     PointSelect,
     /// A transaction: two point selects and an update.
     ReadWrite,
+    /// 90 % point selects, 10 % single updates, no transactions.
+    ReadMostly,
     /// HandlerSocket primary-key lookups (`--depth` in flight per connection).
     KvLookup,
 }
@@ -32,6 +34,7 @@ impl Scenario {
             Scenario::Ping => "ping",
             Scenario::PointSelect => "point-select",
             Scenario::ReadWrite => "read-write",
+            Scenario::ReadMostly => "read-mostly",
             Scenario::KvLookup => "kv-lookup",
         }
     }
@@ -41,6 +44,7 @@ impl Scenario {
             Scenario::Ping => Some(Workload::Ping),
             Scenario::PointSelect => Some(Workload::PointSelect),
             Scenario::ReadWrite => Some(Workload::ReadWrite),
+            Scenario::ReadMostly => Some(Workload::ReadMostly),
             Scenario::KvLookup => None,
         }
     }

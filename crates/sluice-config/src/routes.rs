@@ -11,7 +11,7 @@ pub const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_millis(500);
 pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(1);
 pub const DEFAULT_HEALTH_FAILURES: u32 = 2;
 pub const DEFAULT_MAX_REPLICA_LAG: Duration = Duration::from_secs(10);
-pub const DEFAULT_READ_YOUR_WRITES_TIMEOUT: Duration = Duration::from_secs(1);
+pub const DEFAULT_READ_YOUR_WRITES_TIMEOUT: Duration = Duration::ZERO;
 
 /// How a cluster's servers are watched (`[clusters.X]`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -168,7 +168,8 @@ async fn split_sends_reads_to_the_replica_and_writes_to_the_primary() {
         "[pools.tx]\nmode = \"transaction\"\nsize = 4\nwait_timeout = \"2s\"\n\
          [users.{APP_USER}]\npassword = \"{APP_PW}\"\n\
          [listeners.split]\nprotocol = \"mysql\"\naddress = \"127.0.0.1:0\"\ncluster = \"main\"\n\
-         pool = \"tx\"\nauth = \"mysql_native_password\"\nroute = \"split\"\n"
+         pool = \"tx\"\nauth = \"mysql_native_password\"\nroute = \"split\"\n\
+         read_your_writes_timeout = \"1s\"\n"
     ));
     let h = sluice(&text).await;
     eventually(addr(&h, "rw"), |port, _| port == p).await;

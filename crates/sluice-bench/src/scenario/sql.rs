@@ -7,7 +7,9 @@
 //! - `point-select`: `SELECT c FROM sluice_bench WHERE id = ?` with a random key (no row
 //!   is a miss);
 //! - `read-write`: `BEGIN`, two point selects, `UPDATE ... SET k = k + 1 WHERE id = ?`,
-//!   `COMMIT`: one operation is the whole transaction.
+//!   `COMMIT`: one operation is the whole transaction;
+//! - `read-mostly`: a point select, or (for one key in ten) that update on its own,
+//!   outside a transaction: 90 % reads, what a read/write split is for.
 
 use super::{Keys, Pacer, Plan, drive, open_all};
 use crate::stats::Stats;
@@ -77,6 +79,7 @@ pub enum Workload {
     Ping,
     PointSelect,
     ReadWrite,
+    ReadMostly,
 }
 
 /// What a run's connections send: the workload, the mode, and the workload's statements
@@ -106,7 +109,7 @@ impl Sql {
         let texts = match workload {
             Workload::Ping => vec!["SELECT 1".to_string()],
             Workload::PointSelect => vec![select],
-            Workload::ReadWrite => {
+            Workload::ReadWrite | Workload::ReadMostly => {
                 vec![
                     select,
                     format!("UPDATE {table} SET k = k + 1 WHERE {key} = ?"),
@@ -326,6 +329,10 @@ impl SqlConn {
         match q.workload {
             Workload::Ping => self.statement(q, 0, 0).await,
             Workload::PointSelect => self.statement(q, 0, keys.draw()).await,
+            Workload::ReadMostly => {
+                let key = keys.draw();
+                self.statement(q, usize::from(key.is_multiple_of(10)), key).await
+            }
             Workload::ReadWrite => {
                 self.simple("BEGIN").await?;
                 let res = async {
