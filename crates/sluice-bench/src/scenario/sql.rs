@@ -331,7 +331,8 @@ impl SqlConn {
             Workload::PointSelect => self.statement(q, 0, keys.draw()).await,
             Workload::ReadMostly => {
                 let key = keys.draw();
-                self.statement(q, usize::from(key.is_multiple_of(10)), key).await
+                self.statement(q, usize::from(key.is_multiple_of(10)), key)
+                    .await
             }
             Workload::ReadWrite => {
                 self.simple("BEGIN").await?;
