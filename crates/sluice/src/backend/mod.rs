@@ -169,6 +169,31 @@ impl std::fmt::Debug for LoginKey {
 /// for NULL), `Ok(None)` when there is none, or the server's error message.
 pub type Row = std::result::Result<Option<Vec<Option<String>>>, String>;
 
+/// A server connection that runs a lookup (auth_query) with its parameters bound.
+pub trait Lookup {
+    fn query_row(&mut self, sql: &str, params: &[&str])
+    -> impl Future<Output = Result<Row>> + Send;
+}
+
+/// Runs a lookup on a leased connection: given back when it answered, discarded when
+/// it failed (its state is unknown then).
+pub async fn lookup<C: crate::pool::PoolConn + Lookup>(
+    mut lease: crate::pool::Lease<C>,
+    sql: &str,
+    params: &[&str],
+) -> Result<Row> {
+    match lease.query_row(sql, params).await {
+        Ok(row) => {
+            lease.put_back();
+            Ok(row)
+        }
+        Err(e) => {
+            lease.discard();
+            Err(e)
+        }
+    }
+}
+
 /// A failed login (defined with the pool, which hands it on to whoever waits).
 pub use crate::pool::LoginError;
 

@@ -15,7 +15,7 @@ use sluice_wire_mysql::{consts, packet, resp};
 
 impl ServerConn {
     /// Runs `sql` with `params` bound as strings and returns its first row.
-    pub async fn query_row(&mut self, sql: &str, params: &[&str]) -> Result<Row> {
+    async fn lookup_row(&mut self, sql: &str, params: &[&str]) -> Result<Row> {
         let mut p = vec![consts::COM_STMT_PREPARE];
         p.extend_from_slice(sql.as_bytes());
         self.send_command(&p).await?;
@@ -171,6 +171,12 @@ fn binary_row(p: &[u8], types: &[u8]) -> Option<Vec<Option<String>>> {
         });
     }
     Some(out)
+}
+
+impl crate::backend::Lookup for ServerConn {
+    async fn query_row(&mut self, sql: &str, params: &[&str]) -> Result<Row> {
+        self.lookup_row(sql, params).await
+    }
 }
 
 #[cfg(test)]

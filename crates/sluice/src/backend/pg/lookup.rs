@@ -13,7 +13,7 @@ use sluice_wire_pg::{encode, msg};
 impl ServerConn {
     /// Runs `sql` with `params` bound as text parameters (types left to the server) and
     /// reads its answer up to ReadyForQuery.
-    pub async fn query_row(&mut self, sql: &str, params: &[&str]) -> Result<Row> {
+    async fn lookup_row(&mut self, sql: &str, params: &[&str]) -> Result<Row> {
         let mut out = BytesMut::new();
         encode::parse(&mut out, b"", sql.as_bytes(), &[0, 0]);
         let mut rest = BytesMut::new();
@@ -76,6 +76,12 @@ fn columns(row: &[u8]) -> Option<Vec<Option<String>>> {
         at = end;
     }
     Some(out)
+}
+
+impl crate::backend::Lookup for ServerConn {
+    async fn query_row(&mut self, sql: &str, params: &[&str]) -> Result<Row> {
+        self.lookup_row(sql, params).await
+    }
 }
 
 #[cfg(test)]

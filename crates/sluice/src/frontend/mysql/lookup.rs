@@ -79,7 +79,7 @@ async fn lookup(
             charset: consts::UTF8MB4_GENERAL_CI,
         }));
     }
-    let mut lease = pool.lease().await.map_err(|e| match e {
+    let lease = pool.lease().await.map_err(|e| match e {
         LoginError::Server(p) => {
             let m = resp::ErrPacket::parse(&p)
                 .map(|e| String::from_utf8_lossy(e.message).into_owned())
@@ -88,16 +88,9 @@ async fn lookup(
         }
         LoginError::Proxy(e) => e.to_string(),
     })?;
-    let row = match lease.query_row(&q.query, &[user]).await {
-        Ok(row) => {
-            lease.put_back();
-            row
-        }
-        Err(e) => {
-            lease.discard();
-            return Err(e.to_string());
-        }
-    };
+    let row = crate::backend::lookup(lease, &q.query, &[user])
+        .await
+        .map_err(|e| e.to_string())?;
     let columns = match row {
         Err(e) => return Err(format!("auth_query failed: {e}")),
         Ok(None) => return Ok(Stored::Unknown),

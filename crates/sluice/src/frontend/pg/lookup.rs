@@ -72,23 +72,16 @@ async fn stored_secret(
             creds,
         }));
     }
-    let mut lease = pool.lease().await.map_err(|e| match e {
+    let lease = pool.lease().await.map_err(|e| match e {
         LoginError::Server(body) => {
             let m = sluice_wire_pg::msg::error_field(&body, b'M').unwrap_or("refused");
             format!("the server refused auth_user {:?}: {m}", q.user)
         }
         LoginError::Proxy(e) => e.to_string(),
     })?;
-    let row = match lease.query_row(&q.query, &[user]).await {
-        Ok(row) => {
-            lease.put_back();
-            row
-        }
-        Err(e) => {
-            lease.discard();
-            return Err(e.to_string());
-        }
-    };
+    let row = crate::backend::lookup(lease, &q.query, &[user])
+        .await
+        .map_err(|e| e.to_string())?;
     let text = match row {
         Err(e) => return Err(format!("auth_query failed: {e}")),
         Ok(None) => return Ok(None),
