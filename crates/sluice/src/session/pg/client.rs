@@ -123,42 +123,6 @@ impl Relay {
         Ok(None)
     }
 
-    /// Before a client frame: a lone request outside a transaction (a simple query, or
-    /// a round of the extended protocol complete in `buf`) is kept, while nothing of
-    /// its answer has come, to go once to another server if its own is lost (see
-    /// driver::arm_retry); any other frame lets go of the one kept.
-    fn keep_for_retry(&mut self, tag: u8, buf: &[u8], frame_len: usize) {
-        if self.round_left > 0 {
-            // A later frame of the round kept.
-            self.round_left = self.round_left.saturating_sub(frame_len);
-            return;
-        }
-        self.core.retry = None;
-        let alone = self.tx_mode()
-            && self.core.cfg.route.kind != sluice_config::RouteKind::ReadWrite
-            && self.tracker.is_idle()
-            && self.status == b'I'
-            && !self.skip_to_sync
-            && self.core.muxed.is_none();
-        let len = match tag {
-            _ if !alone => return,
-            fe::QUERY => frame_len,
-            fe::PARSE | fe::BIND => match super::muxed::round(buf, self.core.max_message) {
-                Some((_, at)) => at,
-                None => return,
-            },
-            _ => return,
-        };
-        let (Some(body), Some(request)) = (buf.get(5..frame_len), buf.get(..len)) else {
-            return;
-        };
-        let class = self.class_of(tag, body);
-        driver::arm_retry(&mut self.core, class, request);
-        if self.core.retry.is_some() {
-            self.round_left = len - frame_len;
-        }
-    }
-
     /// Gets a server connection and replays the client's session state on it.
     async fn acquire(&mut self) -> Result<(), Error> {
         let mut lease = match driver::lease(self).await {

@@ -1,7 +1,9 @@
 //! What a client's next request is, for its route (see session/driver.rs `route`):
-//! a split route sends writes to the primary and reads to a replica.
+//! a split route sends writes to the primary and reads to a replica; and which request
+//! may go once more to another server if its own is lost (driver::arm_retry).
 
 use super::Relay;
+use crate::session::driver;
 use sluice_sql::Class;
 use sluice_wire_pg::msg::{self, fe};
 
@@ -18,5 +20,41 @@ impl Relay {
         sql.map_or(Class::Write, |q| {
             sluice_sql::classify(q, sluice_sql::Dialect::Postgres)
         })
+    }
+
+    /// Before a client frame: a lone request outside a transaction (a simple query, or
+    /// a round of the extended protocol complete in `buf`) is kept, while nothing of
+    /// its answer has come, to go once to another server if its own is lost (see
+    /// driver::arm_retry); any other frame lets go of the one kept.
+    pub(super) fn keep_for_retry(&mut self, tag: u8, buf: &[u8], frame_len: usize) {
+        if self.round_left > 0 {
+            // A later frame of the round kept.
+            self.round_left = self.round_left.saturating_sub(frame_len);
+            return;
+        }
+        self.core.retry = None;
+        let alone = self.tx_mode()
+            && self.core.cfg.route.kind != sluice_config::RouteKind::ReadWrite
+            && self.tracker.is_idle()
+            && self.status == b'I'
+            && !self.skip_to_sync
+            && self.core.muxed.is_none();
+        let len = match tag {
+            _ if !alone => return,
+            fe::QUERY => frame_len,
+            fe::PARSE | fe::BIND => match super::muxed::round(buf, self.core.max_message) {
+                Some((_, at)) => at,
+                None => return,
+            },
+            _ => return,
+        };
+        let (Some(body), Some(request)) = (buf.get(5..frame_len), buf.get(..len)) else {
+            return;
+        };
+        let class = self.class_of(tag, body);
+        driver::arm_retry(&mut self.core, class, request);
+        if self.core.retry.is_some() {
+            self.round_left = len - frame_len;
+        }
     }
 }
