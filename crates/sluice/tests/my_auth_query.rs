@@ -249,20 +249,7 @@ async fn split_reads_on_the_replica_and_sessions_follow_a_promotion() {
     replica.wait_caught_up(&primary).unwrap();
     primary.kill();
     replica.promote().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match c.query_first::<u16, _>("SELECT @@port").await {
-            Ok(Some(port)) if port == r => break,
-            // Before the checker saw the promotion: "can't connect", the session goes on.
-            Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 2003, "{e:?}"),
-            other => panic!("unexpected {other:?}"),
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the session never reached the new primary"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_on(&mut c, r, 20).await;
     c.query_drop("INSERT INTO s VALUES (2)").await.unwrap();
     drop(h);
 }

@@ -136,20 +136,7 @@ async fn transaction_mode_sessions_follow_a_promotion() {
     assert_eq!(at, Some(p));
     primary.kill();
     replica.promote().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        match c.query_first::<u16, _>("SELECT @@port").await {
-            Ok(Some(port)) if port == r => break,
-            // Before the checker saw the promotion: "can't connect", the session goes on.
-            Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 2003, "{e:?}"),
-            other => panic!("unexpected {other:?}"),
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the session never reached the new primary"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_on(&mut c, r, 15).await;
     c.query_drop("CREATE TABLE after_failover (n INT)")
         .await
         .unwrap();

@@ -175,21 +175,22 @@ pub trait Lookup {
     -> impl Future<Output = Result<Row>> + Send;
 }
 
-/// Runs a lookup on a leased connection: given back when it answered, discarded when
-/// it failed (its state is unknown then).
+/// Runs a lookup (auth_query) on a leased connection, given back when it answered and
+/// discarded when it failed (its state is unknown then): the first row's columns, None
+/// when there is none, or what went wrong.
 pub async fn lookup<C: crate::pool::PoolConn + Lookup>(
     mut lease: crate::pool::Lease<C>,
     sql: &str,
     params: &[&str],
-) -> Result<Row> {
+) -> std::result::Result<Option<Vec<Option<String>>>, String> {
     match lease.query_row(sql, params).await {
         Ok(row) => {
             lease.put_back();
-            Ok(row)
+            row.map_err(|e| format!("auth_query failed: {e}"))
         }
         Err(e) => {
             lease.discard();
-            Err(e)
+            Err(e.to_string())
         }
     }
 }

@@ -445,3 +445,23 @@ pub async fn login_tls_in_one_write(
     tls.flush().await.unwrap();
     packet(&mut tls).await
 }
+
+/// Waits (up to `secs`) until the session `c` answers from the server on `port`: a
+/// transaction-mode session following a promotion without reconnecting. Until the
+/// checker has seen it, a statement may get "can't connect" (2003): the session goes on.
+pub async fn until_on(c: &mut mysql_async::Conn, port: u16, secs: u64) {
+    use mysql_async::prelude::Queryable;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        match c.query_first::<u16, _>("SELECT @@port").await {
+            Ok(Some(p)) if p == port => return,
+            Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 2003, "{e:?}"),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the session never reached the new primary"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

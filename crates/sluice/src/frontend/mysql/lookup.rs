@@ -88,13 +88,8 @@ async fn lookup(
         }
         LoginError::Proxy(e) => e.to_string(),
     })?;
-    let row = crate::backend::lookup(lease, &q.query, &[user])
-        .await
-        .map_err(|e| e.to_string())?;
-    let columns = match row {
-        Err(e) => return Err(format!("auth_query failed: {e}")),
-        Ok(None) => return Ok(Stored::Unknown),
-        Ok(Some(columns)) => columns,
+    let Some(columns) = crate::backend::lookup(lease, &q.query, &[user]).await? else {
+        return Ok(Stored::Unknown);
     };
     let [plugin, hash] = &columns[..] else {
         return Err("auth_query must return two columns: plugin, authentication_string".into());

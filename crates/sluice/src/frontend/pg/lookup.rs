@@ -79,16 +79,11 @@ async fn stored_secret(
         }
         LoginError::Proxy(e) => e.to_string(),
     })?;
-    let row = crate::backend::lookup(lease, &q.query, &[user])
-        .await
-        .map_err(|e| e.to_string())?;
-    let text = match row {
-        Err(e) => return Err(format!("auth_query failed: {e}")),
-        Ok(None) => return Ok(None),
-        Ok(Some(columns)) => match columns.into_iter().nth(1) {
-            Some(text) => text,
-            None => return Err("auth_query must return two columns: name, password".into()),
-        },
+    let Some(columns) = crate::backend::lookup(lease, &q.query, &[user]).await? else {
+        return Ok(None);
+    };
+    let Some(text) = columns.into_iter().nth(1) else {
+        return Err("auth_query must return two columns: name, password".into());
     };
     let Some(text) = text else {
         return Ok(None);
