@@ -240,6 +240,24 @@ pub fn error_field(body: &[u8], code: u8) -> Option<&str> {
     None
 }
 
+/// Turns an ErrorResponse body of severity FATAL into the same error of severity ERROR
+/// (the severity fields change in place: both words have five letters).
+pub fn demote_fatal(body: &mut [u8]) {
+    let mut at = 0;
+    while at < body.len() && body[at] != 0 {
+        let code = body[at];
+        let start = at + 1;
+        let Some(len) = body[start..].iter().position(|&b| b == 0) else {
+            return;
+        };
+        let value = &mut body[start..start + len];
+        if matches!(code, b'S' | b'V') && value == b"FATAL" {
+            value.copy_from_slice(b"ERROR");
+        }
+        at = start + len + 1;
+    }
+}
+
 /// Authentication request codes.
 pub mod auth {
     pub const OK: i32 = 0;

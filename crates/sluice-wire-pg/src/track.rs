@@ -83,6 +83,8 @@ pub struct Tracker {
     /// An extended-protocol request failed and no Sync was in flight yet: the server
     /// ignores everything up to the next Sync, however much more the client sends.
     skipping: bool,
+    /// The client has been sent an error for its current Sync batch.
+    batch_errored: bool,
 }
 
 impl Tracker {
@@ -225,14 +227,19 @@ impl Tracker {
             (_, b'N' | b'A' | b'S') => {}
             (Kind::Query | Kind::Execute, b'G') => self.enter_copy_in(),
             (Kind::Query | Kind::FunctionCall, b'Z') => {
+                self.batch_errored = false;
                 let failed = self.queue.front().is_some_and(|e| e.errored);
                 self.complete(if failed { Outcome::Failed } else { Outcome::Ok })
             }
             (Kind::Query | Kind::FunctionCall, _) => {}
-            (Kind::Sync, b'Z') => self.complete(Outcome::Ok),
-            (Kind::Sync, b'E') => {}
+            (Kind::Sync, b'Z') => {
+                self.batch_errored = false;
+                self.complete(Outcome::Ok)
+            }
+            (Kind::Sync, b'E') => self.batch_errored = true,
             (Kind::Sync, _) => return Err(Desync(tag)),
             (_, b'E') => {
+                self.batch_errored = forward;
                 self.complete(Outcome::Failed);
                 while let Some(e) = self.queue.front() {
                     if e.kind == Kind::Sync {
@@ -281,6 +288,64 @@ impl Tracker {
         self.done.clear();
         self.copy_in = false;
         self.skipping = false;
+    }
+
+    /// The connection was lost: answers every request in flight as the server would
+    /// have if it had failed them. The client gets `error` (a whole ErrorResponse) in
+    /// place of the first answer of each simple Query, FunctionCall or Sync batch not
+    /// yet failed, and a ReadyForQuery for each Query, FunctionCall and Sync, with
+    /// status 'I' (the transaction, if any, is gone); answers Sluice gives itself are
+    /// given where they come before the error; Sluice's own requests get nothing.
+    /// Returns whether the client's last batch has failed and still lacks its Sync
+    /// (what it sends up to that Sync must be dropped, and the Sync answered), or None,
+    /// having written nothing, when the server was copying in from the client.
+    pub fn fail_all(&mut self, out: &mut BytesMut, error: &[u8]) -> Option<bool> {
+        if self.copy_in {
+            return None;
+        }
+        self.status = b'I';
+        let mut errored = self.batch_errored || self.skipping;
+        for e in std::mem::take(&mut self.queue) {
+            let outcome = match (e.origin, e.kind) {
+                (Origin::Injected, _) | (_, Kind::CopyEnd) => continue,
+                (Origin::Synthetic(bytes), kind) => {
+                    if !errored || matches!(kind, Kind::Sync) {
+                        out.extend_from_slice(&bytes);
+                        errored |= bytes.first() == Some(&b'E');
+                    }
+                    let n = out.len();
+                    if n >= 6 && out[n - 6..n - 1] == [b'Z', 0, 0, 0, 5] {
+                        out[n - 1] = b'I';
+                        errored = false;
+                    }
+                    Outcome::Ok
+                }
+                (Origin::Client, kind) => {
+                    let outcome = if e.errored {
+                        Outcome::Failed
+                    } else if errored {
+                        Outcome::Skipped
+                    } else {
+                        out.extend_from_slice(error);
+                        Outcome::Failed
+                    };
+                    errored = true;
+                    if matches!(kind, Kind::Query | Kind::FunctionCall | Kind::Sync) {
+                        out.extend_from_slice(&[b'Z', 0, 0, 0, 5, b'I']);
+                        errored = false;
+                    }
+                    outcome
+                }
+            };
+            self.done.push(Done {
+                token: e.token,
+                kind: e.kind,
+                outcome,
+            });
+        }
+        self.skipping = false;
+        self.batch_errored = false;
+        Some(errored)
     }
 
     /// Whether the head request is one Sluice sent by itself.
@@ -510,5 +575,80 @@ mod tests {
         let (fwd, _) = run(&mut t, b"tTHddcCZ");
         assert!(fwd.iter().all(|f| *f));
         assert!(t.is_idle());
+    }
+
+    const ERR: &[u8] = b"E\0\0\0\x04";
+    const RFQ: &[u8] = b"Z\0\0\0\x05I";
+
+    #[test]
+    fn lost_connection_fails_each_request_once() {
+        // A simple query half answered, then a batch the server has not started.
+        let mut t = Tracker::new();
+        t.push(Kind::Query, Origin::Client, 1);
+        t.push(Kind::Parse, Origin::Injected, 2);
+        t.push(Kind::Bind, Origin::Client, 3);
+        t.push(Kind::Execute, Origin::Client, 4);
+        t.push(Kind::Sync, Origin::Client, 5);
+        t.push(Kind::Parse, Origin::Client, 6);
+        run(&mut t, b"TD");
+        t.set_status(b'T');
+        let mut out = BytesMut::new();
+        assert_eq!(t.fail_all(&mut out, ERR), Some(true));
+        assert_eq!(&out[..], [ERR, RFQ, ERR, RFQ, ERR].concat());
+        let done: Vec<_> = t.take_done().map(|d| (d.token, d.outcome)).collect();
+        use Outcome::*;
+        assert_eq!(
+            done,
+            [
+                (1, Failed),
+                (3, Failed),
+                (4, Skipped),
+                (5, Skipped),
+                (6, Failed)
+            ]
+        );
+        assert!(t.is_idle());
+    }
+
+    #[test]
+    fn lost_connection_after_an_error_only_ends_the_batch() {
+        let mut t = Tracker::new();
+        t.push(Kind::Bind, Origin::Client, 1);
+        t.push(Kind::Execute, Origin::Client, 2);
+        t.push(Kind::Sync, Origin::Client, 3);
+        t.push(Kind::Query, Origin::Client, 4);
+        run(&mut t, b"2E");
+        let mut out = BytesMut::new();
+        assert_eq!(t.fail_all(&mut out, ERR), Some(false));
+        assert_eq!(&out[..], [RFQ, ERR, RFQ].concat());
+        // The server was skipping to a Sync the client has yet to send.
+        let mut t = Tracker::new();
+        t.push(Kind::Execute, Origin::Client, 1);
+        run(&mut t, b"E");
+        let mut out = BytesMut::new();
+        assert_eq!(t.fail_all(&mut out, ERR), Some(true));
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn lost_connection_keeps_synthetic_answers_due_before_the_error() {
+        let mut t = Tracker::new();
+        t.push(Kind::Query, Origin::Client, 1);
+        let pc = Bytes::from_static(b"1\0\0\0\x04");
+        t.push(Kind::Parse, Origin::Synthetic(pc.clone()), 2);
+        t.push(Kind::Bind, Origin::Client, 3);
+        t.push(Kind::Parse, Origin::Synthetic(pc), 4);
+        t.push(Kind::Sync, Origin::Synthetic(Bytes::from_static(RFQ)), 5);
+        let mut out = BytesMut::new();
+        assert_eq!(t.fail_all(&mut out, ERR), Some(false));
+        let pc: &[u8] = b"1\0\0\0\x04";
+        assert_eq!(&out[..], [ERR, RFQ, pc, ERR, RFQ].concat());
+        // Copying in cannot be broken off: nothing is written.
+        let mut t = Tracker::new();
+        t.push(Kind::Query, Origin::Client, 1);
+        run(&mut t, b"G");
+        let mut out = BytesMut::new();
+        assert_eq!(t.fail_all(&mut out, ERR), None);
+        assert!(out.is_empty());
     }
 }

@@ -6,6 +6,7 @@
 //! [`Relay`]: what its client and server frames mean, where its transactions stand,
 //! and how it says its last word.
 
+use super::lost;
 use super::pump::{Event, Pump};
 use super::reroute::RouteMark;
 use super::timeouts::{Clock, Expired, Phase};
@@ -62,6 +63,10 @@ pub struct Core<C: PoolConn> {
     pub retry: Option<Box<[u8]>>,
     /// The request about to be handled is one sent again: it is not kept again.
     retried: bool,
+    /// The server connection was lost while the client was in a transaction with
+    /// nothing in flight: its next request gets this error instead of running (see
+    /// session/lost.rs).
+    pub lost_tx: Option<Error>,
     /// What the request being routed is (split routes; a write otherwise).
     class: sluice_sql::Class,
 }
@@ -98,12 +103,18 @@ impl<C: PoolConn> Core<C> {
             clock,
             retry: None,
             retried: false,
+            lost_tx: None,
             class: sluice_sql::Class::Write,
         }
     }
 
     pub fn tx_mode(&self) -> bool {
         self.mode == PoolMode::Transaction
+    }
+
+    /// The request about to be handled is one sent again (see session/lost.rs).
+    pub fn set_retried(&mut self) {
+        self.retried = true;
     }
 }
 
@@ -189,6 +200,15 @@ pub trait Relay: DerefMut<Target = Core<Self::Conn>> + Send + Sized {
     fn server_may_close(&self) -> bool;
     /// The server connection was lost mid-request (`e`: how; None: it closed).
     fn lost(&self, e: Option<std::io::Error>) -> Error;
+    /// The server connection was lost and the session goes on without it: queues for
+    /// the client an error answer (`e`) to each of its requests in flight, as the
+    /// server would have failed them, leaving the client between requests and outside
+    /// any transaction. Returns false, having queued nothing, when that cannot be done
+    /// cleanly (part of an answer frame already went to the client, a copy or an
+    /// authentication exchange was under way): the session then ends.
+    fn fail_in_flight(&mut self, _e: &Error) -> bool {
+        false
+    }
     /// The client closed its socket.
     fn client_closed(&self) -> End {
         End::ClientLeft
@@ -252,8 +272,8 @@ async fn main_loop<R: Relay>(r: &mut R) -> End {
                 let step = match done {
                     // The shared connection was lost before any answer byte: a read
                     // goes once to another server.
-                    Err(e) if gone_server(&e) && !answer.delivered() && r.retry.is_some() => {
-                        send_again(r).await
+                    Err(e) if lost::gone_server(&e) && !answer.delivered() && r.retry.is_some() => {
+                        lost::send_again(r).await
                     }
                     done => r.answered(&answer, done).await,
                 };
@@ -270,7 +290,7 @@ async fn main_loop<R: Relay>(r: &mut R) -> End {
         activity = matches!(ev, Event::ClientRead(Ok(1..)));
         let step = match ev {
             Event::ServerRead(Ok(0) | Err(_)) if r.server_may_close() => Err(End::ServerClosed),
-            Event::ServerRead(Ok(0)) => server_lost(r, None).await,
+            Event::ServerRead(Ok(0)) => lost::server_lost(r, None).await,
             Event::ServerRead(Ok(_)) => {
                 let before = r.io.to_client.len();
                 let step = r.on_server().await;
@@ -280,12 +300,12 @@ async fn main_loop<R: Relay>(r: &mut R) -> End {
                 }
                 step
             }
-            Event::ServerRead(Err(e)) => server_lost(r, Some(e)).await,
+            Event::ServerRead(Err(e)) => lost::server_lost(r, Some(e)).await,
             Event::ClientRead(Ok(0)) | Event::ClientRead(Err(_)) => Err(r.client_closed()),
             Event::ClientRead(Ok(_)) => r.on_client().await,
             Event::Wrote => Ok(()),
             Event::WriteFailed(Side::Client, _) => Err(End::ClientLeft),
-            Event::WriteFailed(_, e) => server_lost(r, Some(e)).await,
+            Event::WriteFailed(_, e) => lost::server_lost(r, Some(e)).await,
             Event::Shutdown => {
                 r.io.shutting_down = true;
                 Ok(())
@@ -314,45 +334,6 @@ pub fn arm_retry<C: PoolConn>(core: &mut Core<C>, class: sluice_sql::Class, requ
     {
         core.retry = Some(request.into());
     }
-}
-
-/// The server connection was lost. A read that may go again (see [`arm_retry`]) goes
-/// once to another server of the route; anything else ends the session with the
-/// protocol's error (a write is never sent again: it may have run).
-async fn server_lost<R: Relay>(r: &mut R, e: Option<std::io::Error>) -> Result<(), End> {
-    if r.retry.is_none() || r.lease.is_none() {
-        return Err(End::Failed(r.lost(e)));
-    }
-    send_again(r).await
-}
-
-/// A failure of a shared connection that says its server may be gone.
-fn gone_server(e: &Error) -> bool {
-    matches!(e.kind, Kind::ServerGone | Kind::Io)
-}
-
-/// Sends the request kept by [`arm_retry`] once more, as if the client had just sent
-/// it: the connection it ran on is discarded and the route asked again, avoiding that
-/// server (whose checker looks at once).
-async fn send_again<R: Relay>(r: &mut R) -> Result<(), End> {
-    let Some(request) = r.retry.take() else {
-        return Ok(());
-    };
-    let server = r.pool.key.server.clone();
-    tracing::info!(client = r.id(), %server, "a read lost its server: sent once more elsewhere");
-    r.shared.topology.check_now(&server);
-    if let Some(l) = r.lease.take() {
-        l.discard();
-    }
-    r.lease_moved();
-    r.forget_server();
-    r.io.to_server.clear();
-    r.route.avoid(&server);
-    r.retried = true;
-    let rest = r.io.cbuf.split();
-    r.io.cbuf.extend_from_slice(&request);
-    r.io.cbuf.unsplit(rest);
-    r.on_client().await
 }
 
 /// In transaction mode, gives the server connection back as soon as the client is
@@ -477,7 +458,7 @@ fn reroute_now<R: Relay>(r: &mut R) -> Option<super::reroute::CatchUp> {
 pub async fn lease<R: Relay>(r: &mut R) -> Result<Lease<R::Conn>, LoginError> {
     let pool = r.pool.clone();
     let first = pool.lease().await;
-    let unreachable = matches!(&first, Err(LoginError::Proxy(e)) if gone_server(e));
+    let unreachable = matches!(&first, Err(LoginError::Proxy(e)) if lost::gone_server(e));
     if !unreachable || !r.tx_mode() || pool.opener().is_none() {
         return first;
     }
@@ -487,16 +468,27 @@ pub async fn lease<R: Relay>(r: &mut R) -> Result<Lease<R::Conn>, LoginError> {
         r.route.avoid(&server);
     }
     let deadline = tokio::time::Instant::now() + pool.settings.wait_timeout;
+    let mut routes = r.shared.topology.snapshot().routes;
+    let mut last = first;
     loop {
-        let seen = r.shared.topology.snapshot().generation;
+        let seen = r.shared.topology.snapshot();
+        let (seen, now_routes) = (seen.generation, seen.routes);
         reroute_now(r);
         if !Arc::ptr_eq(&r.pool, &pool) {
             tracing::info!(client = r.id(), %server, to = %r.pool.key.server, "server unreachable: the request goes to another");
             return r.pool.clone().lease().await;
         }
+        if now_routes != routes {
+            // Servers came or went (this one back after a restart, say): try it again.
+            routes = now_routes;
+            last = pool.lease().await;
+            if !matches!(&last, Err(LoginError::Proxy(e)) if lost::gone_server(e)) {
+                return last;
+            }
+        }
         let now = tokio::time::Instant::now();
         if now >= deadline {
-            return first;
+            return last;
         }
         r.shared.topology.changed_since(seen, deadline - now).await;
     }

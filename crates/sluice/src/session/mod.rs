@@ -6,6 +6,7 @@ pub mod cancel;
 pub mod driver;
 pub mod effects;
 pub mod ledger;
+pub mod lost;
 pub mod mysql;
 pub mod pg;
 pub mod plan;

@@ -77,6 +77,7 @@ impl Checker {
                 Ok(found) => {
                     failures = 0;
                     let lag = found.lag.or_else(|| delay.observe(&found));
+                    let lag = delay.cut_off(&found, began, lag);
                     self.update(|v| {
                         v.up = true;
                         v.role = found.role;
@@ -203,9 +204,30 @@ impl Checker {
 #[derive(Default)]
 struct Delay {
     notes: std::collections::VecDeque<(std::time::Instant, u64)>,
+    /// The first check that found the replica receiving nothing from a primary.
+    cut_off_since: Option<std::time::Instant>,
 }
 
 impl Delay {
+    /// A replica receiving nothing from a primary (its primary gone in a failover, and
+    /// nothing has pointed it at the new one) falls behind as the clock goes: its lag
+    /// is at least the time since it stopped streaming. Reads go on through a failover
+    /// up to `max_replica_lag`, and then leave a replica that may never see the new
+    /// primary's writes.
+    fn cut_off(
+        &mut self,
+        f: &probe::Found,
+        now: std::time::Instant,
+        lag: Option<std::time::Duration>,
+    ) -> Option<std::time::Duration> {
+        if f.streaming {
+            self.cut_off_since = None;
+            return lag;
+        }
+        let since = *self.cut_off_since.get_or_insert(now);
+        Some(lag.unwrap_or_default().max(now - since))
+    }
+
     fn observe(&mut self, f: &probe::Found) -> Option<std::time::Duration> {
         let (Some(replayed), Some(received)) = (f.position, f.received) else {
             self.notes.clear();

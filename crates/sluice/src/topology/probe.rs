@@ -17,6 +17,9 @@ pub(super) struct Found {
     pub position: Option<u64>,
     /// A replica's received position.
     pub received: Option<u64>,
+    /// A PostgreSQL replica has a WAL receiver streaming from a primary (false: none
+    /// running, or it is waiting for or restarting its connection).
+    pub streaming: bool,
 }
 
 /// The checker's own connection to a server.
@@ -25,12 +28,14 @@ pub(super) enum Conn {
     My(mysql::ServerConn),
 }
 
-/// PostgreSQL: recovery state, the LSN written (primary) or replayed (replica), and
-/// the LSN a replica has received, as numbers.
+/// PostgreSQL: recovery state, the LSN written (primary) or replayed (replica), the
+/// LSN a replica has received, as numbers, and the state of its WAL receiver (`none`
+/// when it has none running; `hidden` when the checker may not see it).
 const PG_CHECK: &str = "select pg_is_in_recovery()::text || ' ' || \
     (coalesce(case when pg_is_in_recovery() then pg_last_wal_replay_lsn() \
     else pg_current_wal_lsn() end, '0/0') - '0/0'::pg_lsn)::text || ' ' || \
-    (coalesce(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn(), '0/0') - '0/0'::pg_lsn)::text";
+    (coalesce(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn(), '0/0') - '0/0'::pg_lsn)::text \
+    || ' ' || coalesce((select coalesce(status, 'hidden') from pg_stat_wal_receiver limit 1), 'none')";
 
 /// Checks the server, logging in first when there is no connection yet. On an error
 /// the connection is dropped, so the next check logs in afresh.
@@ -102,6 +107,7 @@ fn parse_pg(v: &str) -> Option<Found> {
     let recovery = it.next()? == "true";
     let position = it.next()?.parse::<f64>().ok().map(|p| p as u64);
     let received = it.next()?.parse::<f64>().ok().map(|p| p as u64);
+    let streaming = matches!(it.next(), Some("streaming" | "hidden") | None);
     Some(Found {
         role: if recovery {
             Role::Replica
@@ -111,6 +117,7 @@ fn parse_pg(v: &str) -> Option<Found> {
         lag: None,
         position,
         received: received.filter(|_| recovery),
+        streaming: streaming || !recovery,
     })
 }
 
@@ -130,6 +137,7 @@ async fn my_check(c: &mut mysql::ServerConn) -> Result<Found> {
             lag: None,
             position: field(1).and_then(gtid_seq),
             received: None,
+            streaming: true,
         });
     }
     let position = field(2).and_then(gtid_seq);
@@ -156,6 +164,7 @@ async fn my_check(c: &mut mysql::ServerConn) -> Result<Found> {
         lag,
         position,
         received: None,
+        streaming: true,
     })
 }
 
@@ -184,7 +193,12 @@ mod tests {
             (p.role, p.position, p.received),
             (Role::Primary, Some(23456), None)
         );
-        let r = parse_pg("true 100 250").unwrap();
+        let r = parse_pg("true 100 250 streaming").unwrap();
+        assert!(r.streaming);
+        assert!(!parse_pg("true 100 100 none").unwrap().streaming);
+        assert!(!parse_pg("true 100 100 waiting").unwrap().streaming);
+        assert!(parse_pg("true 100 100 hidden").unwrap().streaming);
+        assert!(parse_pg("false 1 1 none").unwrap().streaming);
         assert_eq!(
             (r.role, r.position, r.received),
             (Role::Replica, Some(100), Some(250))

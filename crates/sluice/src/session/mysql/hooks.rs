@@ -49,9 +49,21 @@ impl driver::Relay for Relay {
 
     async fn answered(
         &mut self,
-        _answer: &crate::mux::Answer,
+        answer: &crate::mux::Answer,
         done: Result<Vec<u8>, Error>,
     ) -> Result<(), End> {
+        let done = match done {
+            Err(e) if crate::session::lost::outlives_shared_loss(self, answer, &e) => {
+                // Sluice's own prepare was lost: the command waiting for it is handled
+                // again; the client's command itself gets the error.
+                if self.preparing.take().is_none() {
+                    let seq = self.c_seq.wrapping_add(1);
+                    queue_error(&mut self.core.io.to_client, seq, &e);
+                }
+                Ok(Vec::new())
+            }
+            done => done,
+        };
         self.mux_answered(done).await
     }
 
@@ -100,7 +112,9 @@ impl driver::Relay for Relay {
     }
 
     fn server_may_close(&self) -> bool {
-        self.at_rest()
+        // At rest, a server closing the connection is the end of the session (after its
+        // last word, if any); but a transaction the session outlives must be failed.
+        self.at_rest() && !(self.core.may_outlive_server() && self.in_transaction())
     }
 
     fn lost(&self, e: Option<std::io::Error>) -> Error {
@@ -108,6 +122,40 @@ impl driver::Relay for Relay {
             None => Error::server_gone("Lost connection to server during query"),
             Some(e) => Error::server_gone(format!("Lost connection to server during query: {e}")),
         }
+    }
+
+    fn fail_in_flight(&mut self, e: &Error) -> bool {
+        let half_answered = !self.s_first && self.s_forward;
+        if self.incoming != super::Incoming::Command || self.c_cont || self.s_cont || half_answered
+        {
+            return false;
+        }
+        let theirs = |o: &super::Origin| {
+            !matches!(
+                o,
+                super::Origin::Injected | super::Origin::InjectedPrepare { .. }
+            )
+        };
+        let waiting = self.origins.iter().filter(|o| theirs(o)).count();
+        for o in std::mem::take(&mut self.origins) {
+            if !theirs(&o) {
+                continue;
+            }
+            if matches!(o, super::Origin::Kill)
+                && let Some(k) = self.kills.pop_front()
+            {
+                k.answered(false);
+            }
+            // Each command's packets start at sequence id 0; a lone one's last packet
+            // (of a large command or a LOCAL INFILE's file) is the client's last.
+            let seq = if waiting == 1 {
+                self.c_seq.wrapping_add(1)
+            } else {
+                1
+            };
+            queue_error(&mut self.core.io.to_client, seq, e);
+        }
+        true
     }
 
     fn idle_timeout(&mut self, _which: Expired) -> End {

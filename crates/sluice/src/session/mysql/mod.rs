@@ -308,6 +308,20 @@ impl Relay {
             );
             return Ok(Cmd::Consumed);
         };
+        if self.core.lost_tx.is_some() {
+            match cmd {
+                // Outside any transaction, or answered by no one: they go on.
+                consts::COM_PING | consts::COM_STMT_CLOSE | consts::COM_STMT_SEND_LONG_DATA => {}
+                consts::COM_RESET_CONNECTION | consts::COM_CHANGE_USER => self.core.lost_tx = None,
+                _ => {
+                    // The transaction this command belongs to was lost with its server.
+                    if let Some(e) = self.core.lost_tx.take() {
+                        queue_error(&mut self.core.io.to_client, answer_seq, &e);
+                    }
+                    return Ok(Cmd::Consumed);
+                }
+            }
+        }
         crate::session::driver::route(self, |r| r.class_of(cmd, len)).await?;
         let kill = match self.kill_target(cmd, len) {
             self::kill::Kill::NotOurs => None,

@@ -199,6 +199,15 @@ impl Relay {
             }
             return Ok(None);
         }
+        if !matches!(
+            tag,
+            fe::FLUSH | fe::COPY_DATA | fe::COPY_DONE | fe::COPY_FAIL
+        ) && let Some(e) = self.core.lost_tx.take()
+        {
+            // The transaction this request belongs to was lost with its server.
+            self.refuse(tag, &e);
+            return Ok(None);
+        }
         if self.core.lease.is_none() && self.tx_mode() && self.answer_without_server(tag, body) {
             return Ok(None);
         }

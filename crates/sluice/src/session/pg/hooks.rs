@@ -53,7 +53,16 @@ impl driver::Relay for Relay {
             self.core.pool.statement_stale(hash);
         }
         self.sync_cancel();
-        done.map_err(End::Failed)?;
+        match done {
+            Err(e) if crate::session::lost::outlives_shared_loss(self, answer, &e) => {
+                // A shared round always ends with ReadyForQuery.
+                self.client_error(Severity::Error, &e);
+                sluice_wire_pg::encode::ready_for_query(&mut self.core.io.to_client, b'I');
+            }
+            done => {
+                done.map_err(End::Failed)?;
+            }
+        }
         self.client_step().await
     }
 
@@ -111,6 +120,22 @@ impl driver::Relay for Relay {
             None => Error::server_gone("server closed the connection unexpectedly"),
             Some(e) => Error::server_gone(format!("lost connection to server: {e}")),
         }
+    }
+
+    fn fail_in_flight(&mut self, e: &Error) -> bool {
+        if self.sscan.in_frame() && !self.s_dropping || self.cscan.in_frame() {
+            return false;
+        }
+        let mut err = bytes::BytesMut::new();
+        sluice_wire_pg::encode::error(&mut err, Severity::Error, e.sqlstate(), &e.message);
+        let Some(skip) = self.tracker.fail_all(&mut self.core.io.to_client, &err) else {
+            return false;
+        };
+        self.handle_done();
+        self.skip_to_sync |= skip;
+        self.ledger_in_tx = false;
+        self.status = b'I';
+        true
     }
 
     fn client_closed(&self) -> End {

@@ -4,6 +4,7 @@
 
 use super::{Action, Relay, STREAM_OVER};
 use crate::error::{Error, Kind, Side};
+use crate::session::lost;
 use bytes::Buf;
 use sluice_config::PoolMode;
 use sluice_sql::Effect;
@@ -37,6 +38,15 @@ fn fatal(body: &[u8]) -> bool {
         msg::error_field(body, b'V').or_else(|| msg::error_field(body, b'S')),
         Some("FATAL" | "PANIC")
     )
+}
+
+/// A FATAL ErrorResponse saying the server is shutting down or restarting.
+fn shutting_down(body: &[u8]) -> bool {
+    fatal(body)
+        && matches!(
+            msg::error_field(body, b'C'),
+            Some("57P01" | "57P02" | "57P03")
+        )
 }
 
 /// An ErrorResponse saying a prepared statement's copy can no longer run as prepared
@@ -83,7 +93,21 @@ impl Relay {
                 }
                 Item::Whole(h) => {
                     let head = self.tracker.head_token();
-                    let fwd = self.tracker.on_frame(h.tag).map_err(desync)?;
+                    let mut fwd = self.tracker.on_frame(h.tag).map_err(desync)?;
+                    if fwd
+                        && h.tag == be::ERROR_RESPONSE
+                        && shutting_down(&conn.rbuf[5..h.frame_len])
+                        && lost::may_outlive(self.core.mode, &self.core.pool, &self.core.ledger)
+                    {
+                        // The server is going away (a failover, a restart) and the
+                        // session outlives it (session/lost.rs): the request in flight
+                        // fails with an ERROR, not a FATAL; with none in flight, the
+                        // client's next request learns it.
+                        match head {
+                            Some(_) => msg::demote_fatal(&mut conn.rbuf[5..h.frame_len]),
+                            None => fwd = false,
+                        }
+                    }
                     let frame = &conn.rbuf[..h.frame_len];
                     let body = &frame[5..];
                     let mut param = None;

@@ -1,0 +1,254 @@
+//! A transaction-mode session outlives its server connection: when the server dies
+//! (killed, or shut down as in a switchover), the client's statement in flight gets an
+//! error in its protocol and the session goes on. Its next statement runs on the new
+//! primary with its SETs and prepared statements there; a transaction it had open is
+//! gone, and a client that was idle in it learns so from its next statement, which does
+//! not run.
+
+mod common;
+
+use common::my::{APP_PW, APP_USER, mariadb, opts};
+use common::{addr, connect, sluice, sqlstate};
+use mysql_async::prelude::Queryable;
+use std::time::{Duration, Instant};
+
+fn tx_listener(protocol: &str, auth: &str) -> String {
+    format!(
+        "[pools.tx]\nmode = \"transaction\"\nsize = 4\nwait_timeout = \"10s\"\n\
+         [listeners.tx]\nprotocol = \"{protocol}\"\naddress = \"127.0.0.1:0\"\n\
+         cluster = \"main\"\npool = \"tx\"\nauth = \"{auth}\"\n"
+    )
+}
+
+async fn pg_port(c: &tokio_postgres::Client) -> i32 {
+    let row = c.query_one("select inet_server_port()", &[]).await;
+    row.expect("the session goes on").get(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_sessions_outlive_a_killed_primary() {
+    let mut primary = common::pg();
+    let replica = primary.start_replica().expect("replica");
+    let pw = primary.password().to_owned();
+    let servers = [("p", primary.port()), ("r", replica.port())];
+    let mut text = common::routes_config(
+        "postgres",
+        &servers,
+        ("postgres", &pw),
+        "10s",
+        "round-robin",
+    );
+    text.push_str(&format!("[users.postgres]\npassword = \"{pw}\"\n"));
+    text.push_str(&tx_listener("postgres", "scram-sha-256"));
+    let h = sluice(&text).await;
+    let tx = addr(&h, "tx");
+    let a = connect(tx, "postgres", &pw, "postgres").await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while a.batch_execute("create table t (n int)").await.is_err() {
+        assert!(Instant::now() < deadline, "no primary found");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    a.batch_execute("set application_name = 'survivor'")
+        .await
+        .unwrap();
+    let st = a.prepare("select inet_server_port()").await.unwrap();
+    replica.wait_caught_up(&primary).unwrap();
+    // b is idle in a transaction that has written a row; a has a statement running.
+    let b = connect(tx, "postgres", &pw, "postgres").await.unwrap();
+    b.batch_execute("begin; insert into t values (1)")
+        .await
+        .unwrap();
+    let a = std::sync::Arc::new(a);
+    let a2 = a.clone();
+    let slow = tokio::spawn(async move { a2.batch_execute("select pg_sleep(5)").await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    primary.kill();
+    let promoted = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        replica.promote().map(|()| replica)
+    });
+    let e = slow
+        .await
+        .unwrap()
+        .expect_err("the statement in flight fails");
+    assert_eq!(sqlstate(&e), "08006", "{e:?}");
+    assert!(!a.is_closed(), "the session goes on");
+    let replica = promoted.join().unwrap().unwrap();
+    // Its next statements run on the new primary, SETs and prepared statements there.
+    assert_eq!(pg_port(&a).await, i32::from(replica.port()));
+    let name = a.query_one("show application_name", &[]).await.unwrap();
+    assert_eq!(name.get::<_, String>(0), "survivor");
+    let row = a.query_one(&st, &[]).await.unwrap();
+    assert_eq!(row.get::<_, i32>(0), i32::from(replica.port()));
+    // b's transaction is gone: its next statement fails and does not run.
+    let e = b.batch_execute("insert into t values (2)").await;
+    let e = e.expect_err("a statement of the lost transaction fails");
+    assert_eq!(sqlstate(&e), "08006", "{e:?}");
+    let msg = e.as_db_error().map(|d| d.message().to_owned());
+    assert!(msg.unwrap_or_default().contains("rolled back"), "{e:?}");
+    b.batch_execute("insert into t values (3)").await.unwrap();
+    let rows = b.query("select n from t", &[]).await.unwrap();
+    let ns: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(ns, [3], "nothing of the lost transaction ran");
+    drop(h);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_sessions_outlive_a_server_shutdown_and_restart() {
+    let mut server = common::pg();
+    let pw = server.password().to_owned();
+    let mut text = common::routes_config(
+        "postgres",
+        &[("p", server.port())],
+        ("postgres", &pw),
+        "10s",
+        "round-robin",
+    );
+    text.push_str(&format!("[users.postgres]\npassword = \"{pw}\"\n"));
+    text.push_str(&tx_listener("postgres", "scram-sha-256"));
+    let h = sluice(&text).await;
+    let c = connect(addr(&h, "tx"), "postgres", &pw, "postgres")
+        .await
+        .unwrap();
+    c.batch_execute("set application_name = 'survivor'")
+        .await
+        .unwrap();
+    let c = std::sync::Arc::new(c);
+    let c2 = c.clone();
+    let slow = tokio::spawn(async move { c2.batch_execute("select pg_sleep(5)").await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A fast shutdown tells every backend's client FATAL 57P01: the client gets it as
+    // an ERROR and keeps its session.
+    server.stop();
+    let e = slow
+        .await
+        .unwrap()
+        .expect_err("the statement in flight fails");
+    assert_eq!(sqlstate(&e), "57P01", "{e:?}");
+    let restarted = std::thread::spawn(move || server.restart().map(|()| server));
+    let name = c.query_one("show application_name", &[]).await;
+    let name = name.expect("the next statement waits for the server to be back");
+    assert_eq!(name.get::<_, String>(0), "survivor");
+    assert!(!c.is_closed());
+    let _server = restarted.join().unwrap().unwrap();
+    drop(h);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_sessions_outlive_a_killed_primary() {
+    let mut primary = mariadb();
+    primary
+        .create_user("monitor", "monitor-pw", "mysql_native_password")
+        .expect("monitor user");
+    let replica = primary.start_replica().expect("replica");
+    let (p, r) = (primary.port(), replica.port());
+    let mut text = common::routes_config(
+        "mysql",
+        &[("p", p), ("r", r)],
+        ("monitor", "monitor-pw"),
+        "10s",
+        "round-robin",
+    );
+    text.push_str(&format!("[users.{APP_USER}]\npassword = \"{APP_PW}\"\n"));
+    text.push_str(&tx_listener("mysql", "mysql_native_password"));
+    let h = sluice(&text).await;
+    let tx = addr(&h, "tx");
+    let mut a = mysql_async::Conn::new(opts(tx, APP_USER, APP_PW, Some("test")))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while a
+        .query_drop("CREATE TABLE t (n INT) ENGINE=InnoDB")
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "no primary found");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    a.query_drop("SET time_zone = '+03:00'").await.unwrap();
+    let st = a.prep("SELECT @@port").await.unwrap();
+    replica.wait_caught_up(&primary).unwrap();
+    let mut b = mysql_async::Conn::new(opts(tx, APP_USER, APP_PW, Some("test")))
+        .await
+        .unwrap();
+    b.query_drop("BEGIN").await.unwrap();
+    b.query_drop("INSERT INTO t VALUES (1)").await.unwrap();
+    let slow = tokio::spawn(async move {
+        let r = a.query_drop("SELECT SLEEP(5)").await;
+        (a, r)
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    primary.kill();
+    replica.promote().unwrap();
+    let (mut a, e) = slow.await.unwrap();
+    match e {
+        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 2013, "{e:?}"),
+        other => panic!("the statement in flight fails with 2013, got {other:?}"),
+    }
+    let at: Option<u16> = a.query_first("SELECT @@port").await.unwrap();
+    assert_eq!(at, Some(r), "the next statement runs on the new primary");
+    let tz: Option<String> = a.query_first("SELECT @@session.time_zone").await.unwrap();
+    assert_eq!(tz.as_deref(), Some("+03:00"));
+    let at: Option<u16> = a.exec_first(&st, ()).await.unwrap();
+    assert_eq!(at, Some(r));
+    match b.query_drop("INSERT INTO t VALUES (2)").await {
+        Err(mysql_async::Error::Server(e)) => {
+            assert_eq!(e.code, 2013, "{e:?}");
+            assert!(e.message.contains("rolled back"), "{e:?}");
+        }
+        other => panic!("a statement of the lost transaction fails, got {other:?}"),
+    }
+    b.query_drop("INSERT INTO t VALUES (3)").await.unwrap();
+    let ns: Vec<i32> = b.query("SELECT n FROM t").await.unwrap();
+    assert_eq!(ns, [3], "nothing of the lost transaction ran");
+    drop(h);
+}
+
+/// After a failover, a replica that nothing points at the new primary receives nothing
+/// more: it keeps its reads up to `max_replica_lag`, then loses them (here to the new
+/// primary, the route falling back to it) instead of serving stale rows for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_a_replica_cut_off_from_its_primary_loses_its_reads() {
+    let mut primary = common::pg();
+    let r1 = primary.start_replica().expect("replica 1");
+    let r2 = primary.start_replica().expect("replica 2");
+    let pw = primary.password().to_owned();
+    let servers = [("p", primary.port()), ("r1", r1.port()), ("r2", r2.port())];
+    let text = common::routes_config(
+        "postgres",
+        &servers,
+        ("postgres", &pw),
+        "1s",
+        "round-robin-with-fallback",
+    );
+    let h = sluice(&text).await;
+    let ro = addr(&h, "ro");
+    let lands = || async {
+        let c = connect(ro, "postgres", &pw, "postgres").await.ok()?;
+        let row = c.query_one("select inet_server_port()", &[]).await.ok()?;
+        Some(row.get::<_, i32>(0))
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while lands().await != Some(i32::from(r2.port())) {
+        assert!(Instant::now() < deadline, "r2 never got reads");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    primary.kill();
+    r1.promote().unwrap();
+    // r2 still follows the dead primary. Within 1 s plus a few checks, only the new
+    // primary reads (the route's fallback).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut on_r1 = 0;
+    while on_r1 < 6 {
+        on_r1 = match lands().await {
+            Some(p) if p == i32::from(r1.port()) => on_r1 + 1,
+            _ => 0,
+        };
+        assert!(
+            Instant::now() < deadline,
+            "the cut-off replica kept its reads"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(h);
+}
