@@ -85,6 +85,8 @@ pub struct Tracker {
     skipping: bool,
     /// The client has been sent an error for its current Sync batch.
     batch_errored: bool,
+    /// The client has sent extended-protocol messages since its last Sync.
+    batch_open: bool,
 }
 
 impl Tracker {
@@ -102,6 +104,9 @@ impl Tracker {
 
     /// Records a message just written to the server.
     pub fn push(&mut self, kind: Kind, origin: Origin, token: u64) {
+        if !matches!(origin, Origin::Injected) && kind != Kind::CopyEnd {
+            self.batch_open = !matches!(kind, Kind::Sync | Kind::Query | Kind::FunctionCall);
+        }
         if self.skipping && kind != Kind::Sync {
             // The server ignores it (a simple Query too), and so does its answer.
             if kind != Kind::CopyEnd {
@@ -343,8 +348,15 @@ impl Tracker {
                 outcome,
             });
         }
+        if self.batch_open && !errored {
+            // Its last batch was answered so far, but has no Sync yet: the Sync must
+            // not tell it that the batch succeeded.
+            out.extend_from_slice(error);
+            errored = true;
+        }
         self.skipping = false;
         self.batch_errored = false;
+        self.batch_open = false;
         Some(errored)
     }
 
@@ -628,6 +640,14 @@ mod tests {
         let mut out = BytesMut::new();
         assert_eq!(t.fail_all(&mut out, ERR), Some(true));
         assert!(out.is_empty());
+        // A batch answered so far, its Sync not sent yet: it fails all the same.
+        let mut t = Tracker::new();
+        t.push(Kind::Bind, Origin::Client, 1);
+        t.push(Kind::Execute, Origin::Client, 2);
+        run(&mut t, b"2C");
+        let mut out = BytesMut::new();
+        assert_eq!(t.fail_all(&mut out, ERR), Some(true));
+        assert_eq!(&out[..], ERR);
     }
 
     #[test]

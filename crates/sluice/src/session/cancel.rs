@@ -62,6 +62,14 @@ impl Slot {
         }
     }
 
+    /// pg_terminate_backend of a client through the server connection it holds: when
+    /// that connection ends, so does its session (it does not outlive it).
+    pub fn mark_terminated(&self) {
+        if let Some(c) = &self.client {
+            c.terminated.store(true, Ordering::SeqCst);
+        }
+    }
+
     /// Whether another client terminated this one.
     pub fn terminated(&self) -> bool {
         self.client

@@ -480,11 +480,16 @@ pub async fn lease<R: Relay>(r: &mut R) -> Result<Lease<R::Conn>, LoginError> {
         }
         if now_routes != routes {
             // Servers came or went (this one back after a restart, say): try it again.
+            // One attempt, within the time left (a refused connect is quick).
             routes = now_routes;
-            last = pool.lease().await;
-            if !matches!(&last, Err(LoginError::Proxy(e)) if lost::gone_server(e)) {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let Ok(again) = tokio::time::timeout(left, pool.lease()).await else {
                 return last;
+            };
+            if !matches!(&again, Err(LoginError::Proxy(e)) if lost::gone_server(e)) {
+                return again;
             }
+            last = again;
         }
         let now = tokio::time::Instant::now();
         if now >= deadline {

@@ -62,24 +62,26 @@ pub async fn server_lost<R: Relay>(r: &mut R, e: Option<std::io::Error>) -> Resu
         return Err(End::Failed(e));
     }
     let in_tx = r.tx_status() != TxStatus::Idle;
-    let in_flight = r.in_flight();
     let e = if in_tx {
         Error::server_gone(format!("{e}: the transaction was rolled back"))
     } else {
         e
     };
+    let before = r.io.to_client.len();
     if !r.fail_in_flight(&e) {
         // Part of an answer is half through to the client, or an exchange the
         // protocol cannot break off cleanly (a COPY, an authentication) was under way.
         return Err(End::Failed(e));
     }
+    // Whether the client was told anything (a request of its was in flight).
+    let told = r.io.to_client.len() != before;
     let server = r.pool.key.server.clone();
-    tracing::info!(client = r.id(), %server, error = %e, in_tx, in_flight,
+    tracing::info!(client = r.id(), %server, error = %e, in_tx, told,
         "server connection lost: what was in flight failed, the session goes on");
     r.shared.topology.suspect(&server, &e);
     drop_server(r);
     r.ledger.end_transaction(false);
-    if in_tx && !in_flight {
+    if in_tx && !told {
         r.lost_tx = Some(e);
     }
     if r.io.cbuf.is_empty() {

@@ -114,7 +114,8 @@ impl driver::Relay for Relay {
     fn server_may_close(&self) -> bool {
         // At rest, a server closing the connection is the end of the session (after its
         // last word, if any); but a transaction the session outlives must be failed.
-        self.at_rest() && !(self.core.may_outlive_server() && self.in_transaction())
+        self.at_rest()
+            && !(self.core.may_outlive_server() && self.in_transaction() && !self.s.kill.killed())
     }
 
     fn lost(&self, e: Option<std::io::Error>) -> Error {
@@ -126,7 +127,11 @@ impl driver::Relay for Relay {
 
     fn fail_in_flight(&mut self, e: &Error) -> bool {
         let half_answered = !self.s_first && self.s_forward;
-        if self.incoming != super::Incoming::Command || self.c_cont || self.s_cont || half_answered
+        if self.s.kill.killed()
+            || self.incoming != super::Incoming::Command
+            || self.c_cont
+            || self.s_cont
+            || half_answered
         {
             return false;
         }

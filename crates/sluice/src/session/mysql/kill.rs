@@ -24,6 +24,9 @@ pub struct Registered {
     muxed: Mutex<Option<Muxed>>,
     /// The client's socket, to shut it down when the client is killed while idle.
     socket: crate::stream::SocketHandle,
+    /// A KILL CONNECTION went to its server connection: when that ends, so does the
+    /// session (it does not outlive it).
+    killed: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -48,6 +51,11 @@ impl Drop for Registration {
 impl Registration {
     pub fn set_server(&self, thread: Option<u32>) {
         self.entry.state.lock().0 = thread;
+    }
+
+    /// A KILL CONNECTION was aimed at the client's server connection.
+    pub fn killed(&self) -> bool {
+        self.entry.killed.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn set_muxed(&self, m: Option<Muxed>) {
@@ -78,6 +86,7 @@ impl Clients {
             state: Mutex::new((None, 0)),
             muxed: Mutex::new(None),
             socket: crate::stream::SocketHandle::new(tcp),
+            killed: Default::default(),
         });
         self.map.lock().insert(id, entry.clone());
         Registration {
@@ -251,6 +260,11 @@ impl super::Relay {
         match target.aim() {
             Some(t) => {
                 let what = if connection { "CONNECTION" } else { "QUERY" };
+                if connection {
+                    target
+                        .killed
+                        .store(true, std::sync::atomic::Ordering::SeqCst);
+                }
                 self.kills.push_back(KillWait::Aimed(target));
                 Kill::Server(format!("KILL {what} {t}"))
             }

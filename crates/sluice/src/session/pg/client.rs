@@ -160,7 +160,7 @@ impl Relay {
     fn refuse(&mut self, tag: u8, e: &Error) {
         let t = self.token();
         let (code, text) = (e.sqlstate(), e.message.clone());
-        let end_now = tag == fe::QUERY || tag == fe::SYNC;
+        let end_now = matches!(tag, fe::QUERY | fe::SYNC | fe::FUNCTION_CALL);
         self.tracker.push(
             TKind::Query,
             synthetic(|b| {

@@ -123,7 +123,8 @@ impl driver::Relay for Relay {
     }
 
     fn fail_in_flight(&mut self, e: &Error) -> bool {
-        if self.sscan.in_frame() && !self.s_dropping || self.cscan.in_frame() {
+        let terminated = self.s.cancel.slot.terminated();
+        if terminated || self.sscan.in_frame() && !self.s_dropping || self.cscan.in_frame() {
             return false;
         }
         let mut err = bytes::BytesMut::new();

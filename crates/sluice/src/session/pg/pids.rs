@@ -77,6 +77,9 @@ impl Relay {
                     continue;
                 }
                 self.signals.get_or_insert_default().held.push(held);
+                if call.terminate {
+                    target.mark_terminated();
+                }
                 out.splice(call.pid_at.clone(), key.pid.to_string().into_bytes());
                 changed = true;
                 continue;
@@ -119,7 +122,7 @@ impl Relay {
             .map(|(c, v)| (*c, v.map(<[u8]>::to_vec)))
             .collect();
         let mut changed = false;
-        for (_, n) in calls {
+        for (terminate, n) in calls {
             let Some((code, Some(v))) = values.get_mut(n - 1) else {
                 continue;
             };
@@ -147,6 +150,9 @@ impl Relay {
                 continue;
             }
             self.signals.get_or_insert_default().held.push(held);
+            if terminate {
+                target.mark_terminated();
+            }
             *v = match (digits, v.len()) {
                 (true, _) => key.pid.to_string().into_bytes(),
                 (false, 4) => key.pid.to_be_bytes().to_vec(),
