@@ -66,6 +66,19 @@ pub fn parse_complete(buf: &mut BytesMut) {
     message(buf, b'1', |_| {});
 }
 
+pub fn bind_complete(buf: &mut BytesMut) {
+    message(buf, b'2', |_| {});
+}
+
+pub fn no_data(buf: &mut BytesMut) {
+    message(buf, b'n', |_| {});
+}
+
+/// ParameterDescription of a statement with no parameters.
+pub fn no_parameters(buf: &mut BytesMut) {
+    message(buf, b't', |b| b.put_i16(0));
+}
+
 pub fn close_complete(buf: &mut BytesMut) {
     message(buf, b'3', |_| {});
 }

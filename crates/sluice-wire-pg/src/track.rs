@@ -299,16 +299,17 @@ impl Tracker {
     /// have if it had failed them. The client gets `error` (a whole ErrorResponse) in
     /// place of the first answer of each simple Query, FunctionCall or Sync batch not
     /// yet failed, and a ReadyForQuery for each Query, FunctionCall and Sync, with
-    /// status 'I' (the transaction, if any, is gone); answers Sluice gives itself are
+    /// `status` (the client's transaction, if any, is gone: 'I', or 'E' while Sluice
+    /// keeps it as a failed one); answers Sluice gives itself are
     /// given where they come before the error; Sluice's own requests get nothing.
     /// Returns whether the client's last batch has failed and still lacks its Sync
     /// (what it sends up to that Sync must be dropped, and the Sync answered), or None,
     /// having written nothing, when the server was copying in from the client.
-    pub fn fail_all(&mut self, out: &mut BytesMut, error: &[u8]) -> Option<bool> {
+    pub fn fail_all(&mut self, out: &mut BytesMut, error: &[u8], status: u8) -> Option<bool> {
         if self.copy_in {
             return None;
         }
-        self.status = b'I';
+        self.status = status;
         let mut errored = self.batch_errored || self.skipping;
         for e in std::mem::take(&mut self.queue) {
             let outcome = match (e.origin, e.kind) {
@@ -320,7 +321,7 @@ impl Tracker {
                     }
                     let n = out.len();
                     if n >= 6 && out[n - 6..n - 1] == [b'Z', 0, 0, 0, 5] {
-                        out[n - 1] = b'I';
+                        out[n - 1] = status;
                         errored = false;
                     }
                     Outcome::Ok
@@ -336,7 +337,7 @@ impl Tracker {
                     };
                     errored = true;
                     if matches!(kind, Kind::Query | Kind::FunctionCall | Kind::Sync) {
-                        out.extend_from_slice(&[b'Z', 0, 0, 0, 5, b'I']);
+                        out.extend_from_slice(&[b'Z', 0, 0, 0, 5, status]);
                         errored = false;
                     }
                     outcome
@@ -605,7 +606,7 @@ mod tests {
         run(&mut t, b"TD");
         t.set_status(b'T');
         let mut out = BytesMut::new();
-        assert_eq!(t.fail_all(&mut out, ERR), Some(true));
+        assert_eq!(t.fail_all(&mut out, ERR, b'I'), Some(true));
         assert_eq!(&out[..], [ERR, RFQ, ERR, RFQ, ERR].concat());
         let done: Vec<_> = t.take_done().map(|d| (d.token, d.outcome)).collect();
         use Outcome::*;
@@ -631,14 +632,14 @@ mod tests {
         t.push(Kind::Query, Origin::Client, 4);
         run(&mut t, b"2E");
         let mut out = BytesMut::new();
-        assert_eq!(t.fail_all(&mut out, ERR), Some(false));
+        assert_eq!(t.fail_all(&mut out, ERR, b'I'), Some(false));
         assert_eq!(&out[..], [RFQ, ERR, RFQ].concat());
         // The server was skipping to a Sync the client has yet to send.
         let mut t = Tracker::new();
         t.push(Kind::Execute, Origin::Client, 1);
         run(&mut t, b"E");
         let mut out = BytesMut::new();
-        assert_eq!(t.fail_all(&mut out, ERR), Some(true));
+        assert_eq!(t.fail_all(&mut out, ERR, b'I'), Some(true));
         assert!(out.is_empty());
         // A batch answered so far, its Sync not sent yet: it fails all the same.
         let mut t = Tracker::new();
@@ -646,7 +647,7 @@ mod tests {
         t.push(Kind::Execute, Origin::Client, 2);
         run(&mut t, b"2C");
         let mut out = BytesMut::new();
-        assert_eq!(t.fail_all(&mut out, ERR), Some(true));
+        assert_eq!(t.fail_all(&mut out, ERR, b'I'), Some(true));
         assert_eq!(&out[..], ERR);
     }
 
@@ -660,7 +661,7 @@ mod tests {
         t.push(Kind::Parse, Origin::Synthetic(pc), 4);
         t.push(Kind::Sync, Origin::Synthetic(Bytes::from_static(RFQ)), 5);
         let mut out = BytesMut::new();
-        assert_eq!(t.fail_all(&mut out, ERR), Some(false));
+        assert_eq!(t.fail_all(&mut out, ERR, b'I'), Some(false));
         let pc: &[u8] = b"1\0\0\0\x04";
         assert_eq!(&out[..], [ERR, RFQ, pc, ERR, RFQ].concat());
         // Copying in cannot be broken off: nothing is written.
@@ -668,7 +669,7 @@ mod tests {
         t.push(Kind::Query, Origin::Client, 1);
         run(&mut t, b"G");
         let mut out = BytesMut::new();
-        assert_eq!(t.fail_all(&mut out, ERR), None);
+        assert_eq!(t.fail_all(&mut out, ERR, b'I'), None);
         assert!(out.is_empty());
     }
 }

@@ -61,6 +61,13 @@ async fn pg_sessions_outlive_a_killed_primary() {
     let a = std::sync::Arc::new(a);
     let a2 = a.clone();
     let slow = tokio::spawn(async move { a2.batch_execute("select pg_sleep(5)").await });
+    let c = connect(tx, "postgres", &pw, "postgres").await.unwrap();
+    c.batch_execute("begin; insert into t values (10)")
+        .await
+        .unwrap();
+    let c = std::sync::Arc::new(c);
+    let c2 = c.clone();
+    let c_slow = tokio::spawn(async move { c2.batch_execute("select pg_sleep(5)").await });
     tokio::time::sleep(Duration::from_millis(500)).await;
     primary.kill();
     let promoted = std::thread::spawn(move || {
@@ -80,16 +87,30 @@ async fn pg_sessions_outlive_a_killed_primary() {
     assert_eq!(name.get::<_, String>(0), "survivor");
     let row = a.query_one(&st, &[]).await.unwrap();
     assert_eq!(row.get::<_, i32>(0), i32::from(replica.port()));
-    // b's transaction is gone: its next statement fails and does not run.
+    // b's transaction is gone: its next statement fails and does not run, and so do
+    // the rest until b ends the transaction (as in a failed transaction block);
+    // COMMIT is answered ROLLBACK.
     let e = b.batch_execute("insert into t values (2)").await;
     let e = e.expect_err("a statement of the lost transaction fails");
     assert_eq!(sqlstate(&e), "08006", "{e:?}");
     let msg = e.as_db_error().map(|d| d.message().to_owned());
     assert!(msg.unwrap_or_default().contains("rolled back"), "{e:?}");
+    let e = b.execute("insert into t values (22)", &[]).await;
+    assert_eq!(sqlstate(&e.expect_err("still aborted")), "25P02");
+    b.execute("commit", &[]).await.expect("COMMIT ends it");
     b.batch_execute("insert into t values (3)").await.unwrap();
+    // c had a statement in flight in its transaction: the same.
+    let e = c_slow
+        .await
+        .unwrap()
+        .expect_err("c's statement in flight fails");
+    assert_eq!(sqlstate(&e), "08006", "{e:?}");
+    let e = c.batch_execute("insert into t values (33)").await;
+    assert_eq!(sqlstate(&e.expect_err("still aborted")), "25P02");
+    c.batch_execute("rollback").await.unwrap();
     let rows = b.query("select n from t", &[]).await.unwrap();
     let ns: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
-    assert_eq!(ns, [3], "nothing of the lost transaction ran");
+    assert_eq!(ns, [3], "nothing of the lost transactions ran");
     drop(h);
 }
 
@@ -250,5 +271,32 @@ async fn pg_a_replica_cut_off_from_its_primary_loses_its_reads() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    drop(h);
+}
+
+/// A session killed on purpose does not outlive its server connection: KILL CONNECTION
+/// of a MySQL client in a transaction, through the connection it holds, ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_kill_connection_still_ends_a_session_in_a_transaction() {
+    let (_db, h, a) = common::my::tx_sluice(4, "5s", &["CREATE TABLE k (n INT)"]).await;
+    let mut victim = common::my::connect(a).await;
+    victim.query_drop("BEGIN").await.unwrap();
+    victim.query_drop("INSERT INTO k VALUES (1)").await.unwrap();
+    let mut killer = common::my::connect(a).await;
+    killer
+        .query_drop(format!("KILL CONNECTION {}", victim.id()))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let first = victim.query_drop("INSERT INTO k VALUES (2)").await;
+    assert!(first.is_err(), "the killed session's statement fails");
+    // Not just that statement: the session is over (one that outlived its server
+    // connection would answer this).
+    assert!(
+        victim.query_drop("SELECT 1").await.is_err(),
+        "the killed session is gone"
+    );
+    let n: Option<i64> = killer.query_first("SELECT COUNT(*) FROM k").await.unwrap();
+    assert_eq!(n, Some(0));
     drop(h);
 }

@@ -199,13 +199,12 @@ impl Relay {
             }
             return Ok(None);
         }
-        if !matches!(
-            tag,
-            fe::FLUSH | fe::COPY_DATA | fe::COPY_DONE | fe::COPY_FAIL
-        ) && let Some(e) = self.core.lost_tx.take()
-        {
+        if let Some(e) = self.core.lost_tx.take() {
             // The transaction this request belongs to was lost with its server.
-            self.refuse(tag, &e);
+            self.abort_transaction(Some(e));
+        }
+        if self.aborted.is_some() {
+            self.in_aborted(tag, body);
             return Ok(None);
         }
         if self.core.lease.is_none() && self.tx_mode() && self.answer_without_server(tag, body) {
@@ -596,7 +595,7 @@ impl Relay {
     }
 }
 
-fn new_stmt(
+pub(super) fn new_stmt(
     query: &[u8],
     types: &[u8],
     effects: Effects,

@@ -104,6 +104,10 @@ impl driver::Relay for Relay {
         self.sscan = sluice_wire_pg::Scanner::default();
         self.s_dropping = false;
         self.status = b'I';
+        if self.aborted.is_some() {
+            self.status = b'E';
+            self.tracker.set_status(b'E');
+        }
         self.at_rest = true;
         self.unnamed_here = false;
         self.stale_error = false;
@@ -129,13 +133,20 @@ impl driver::Relay for Relay {
         }
         let mut err = bytes::BytesMut::new();
         sluice_wire_pg::encode::error(&mut err, Severity::Error, e.sqlstate(), &e.message);
-        let Some(skip) = self.tracker.fail_all(&mut self.core.io.to_client, &err) else {
+        // A transaction the client had open is kept as a failed one (aborted.rs).
+        let in_tx = self.status != b'I';
+        let status = if in_tx { b'E' } else { b'I' };
+        let out = &mut self.core.io.to_client;
+        let Some(skip) = self.tracker.fail_all(out, &err, status) else {
             return false;
         };
         self.handle_done();
         self.skip_to_sync |= skip;
         self.ledger_in_tx = false;
         self.status = b'I';
+        if in_tx {
+            self.abort_transaction(None);
+        }
         true
     }
 

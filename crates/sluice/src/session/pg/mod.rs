@@ -2,6 +2,7 @@
 //! (session/driver.rs). Client messages are handled in `client.rs`, server messages in
 //! `server.rs`; this file holds the relay's state and its hooks for the driver.
 
+mod aborted;
 pub mod cancel;
 mod client;
 mod hooks;
@@ -171,6 +172,9 @@ pub struct Relay {
     /// Bytes of the extended-protocol round kept for a retry still to be handled
     /// (see client.rs `keep_for_retry`).
     round_left: usize,
+    /// The client's transaction was lost with its server connection: Sluice answers
+    /// for it as for a failed transaction until the client ends it (aborted.rs).
+    aborted: Option<Box<self::aborted::Aborted>>,
 }
 
 driver::relay_core!(Relay, ServerConn);
@@ -206,6 +210,7 @@ pub async fn run(shared: Arc<Shared>, (seat, session): Admitted, stream: Stream,
         muxed_stmt: None,
         signals: None,
         round_left: 0,
+        aborted: None,
     };
     driver::run(r).await;
 }
