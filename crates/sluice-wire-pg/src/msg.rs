@@ -240,6 +240,15 @@ pub fn error_field(body: &[u8], code: u8) -> Option<&str> {
     None
 }
 
+/// An ErrorResponse body of severity FATAL saying that the server is shutting down or
+/// restarting (57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now).
+pub fn shutting_down(body: &[u8]) -> bool {
+    matches!(
+        error_field(body, b'V').or_else(|| error_field(body, b'S')),
+        Some("FATAL" | "PANIC")
+    ) && matches!(error_field(body, b'C'), Some("57P01" | "57P02" | "57P03"))
+}
+
 /// Turns an ErrorResponse body of severity FATAL into the same error of severity ERROR
 /// (the severity fields change in place: both words have five letters).
 pub fn demote_fatal(body: &mut [u8]) {

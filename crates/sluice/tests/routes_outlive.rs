@@ -137,6 +137,14 @@ async fn pg_sessions_outlive_a_server_shutdown_and_restart() {
     let c = std::sync::Arc::new(c);
     let c2 = c.clone();
     let slow = tokio::spawn(async move { c2.batch_execute("select pg_sleep(5)").await });
+    // A session with nothing of its own on its connection: its statement goes to a
+    // shared server connection.
+    let d = connect(addr(&h, "tx"), "postgres", &pw, "postgres")
+        .await
+        .unwrap();
+    let d = std::sync::Arc::new(d);
+    let d2 = d.clone();
+    let shared = tokio::spawn(async move { d2.batch_execute("select pg_sleep(5)").await });
     tokio::time::sleep(Duration::from_millis(500)).await;
     // A fast shutdown tells every backend's client FATAL 57P01: the client gets it as
     // an ERROR and keeps its session.
@@ -151,6 +159,13 @@ async fn pg_sessions_outlive_a_server_shutdown_and_restart() {
     let name = name.expect("the next statement waits for the server to be back");
     assert_eq!(name.get::<_, String>(0), "survivor");
     assert!(!c.is_closed());
+    let e = shared
+        .await
+        .unwrap()
+        .expect_err("the shared statement fails");
+    assert!(["08006", "57P01"].contains(&sqlstate(&e).as_str()), "{e:?}");
+    let one = d.query_one("select 1", &[]).await;
+    assert_eq!(one.expect("its session goes on").get::<_, i32>(0), 1);
     let _server = restarted.join().unwrap().unwrap();
     drop(h);
 }

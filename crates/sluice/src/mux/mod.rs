@@ -188,6 +188,12 @@ pub trait Splitter: Send + 'static {
     fn added_reply(&self, _unit: &[u8]) -> Option<bool> {
         Some(false)
     }
+    /// Whether a complete unit is the server's farewell before it closes the connection
+    /// as it shuts down: not passed on (the connection's loss is, to each client whose
+    /// answer it cuts short: see session/lost.rs).
+    fn farewell(&self, _unit: &[u8]) -> bool {
+        false
+    }
     /// Whether a complete unit says the prepared statement the answer ran can no longer
     /// run as prepared (it must be prepared afresh): see [`Answer::stale`].
     fn stale(&self, _unit: &[u8]) -> bool {

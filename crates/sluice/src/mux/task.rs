@@ -185,6 +185,16 @@ fn split<S: Splitter>(
     let mut pos = 0;
     while let Some((len, end)) = splitter.unit(&rbuf[pos..])? {
         let unit_end = pos + len;
+        if splitter.farewell(&rbuf[pos..unit_end]) {
+            if pos > start
+                && let Some(a) = inflight.front()
+            {
+                a.push(&rbuf[start..pos]);
+            }
+            start = unit_end;
+            pos = unit_end;
+            continue;
+        }
         if splitter.stale(&rbuf[pos..unit_end])
             && let Some(a) = inflight.front()
         {

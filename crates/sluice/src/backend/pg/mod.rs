@@ -373,6 +373,10 @@ impl crate::mux::Splitter for Splitter {
         }
     }
 
+    fn farewell(&self, unit: &[u8]) -> bool {
+        unit.first() == Some(&b'E') && msg::shutting_down(unit.get(5..).unwrap_or_default())
+    }
+
     fn stale(&self, unit: &[u8]) -> bool {
         // "cached plan must not change result type"
         unit.first() == Some(&b'E')

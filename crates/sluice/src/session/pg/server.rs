@@ -40,15 +40,6 @@ fn fatal(body: &[u8]) -> bool {
     )
 }
 
-/// A FATAL ErrorResponse saying the server is shutting down or restarting.
-fn shutting_down(body: &[u8]) -> bool {
-    fatal(body)
-        && matches!(
-            msg::error_field(body, b'C'),
-            Some("57P01" | "57P02" | "57P03")
-        )
-}
-
 /// An ErrorResponse saying a prepared statement's copy can no longer run as prepared
 /// (PostgreSQL: "cached plan must not change result type").
 fn stale(body: &[u8]) -> bool {
@@ -96,7 +87,7 @@ impl Relay {
                     let mut fwd = self.tracker.on_frame(h.tag).map_err(desync)?;
                     if fwd
                         && h.tag == be::ERROR_RESPONSE
-                        && shutting_down(&conn.rbuf[5..h.frame_len])
+                        && msg::shutting_down(&conn.rbuf[5..h.frame_len])
                         && lost::may_outlive(self.core.mode, &self.core.pool, &self.core.ledger)
                         && !self.s.cancel.slot.terminated()
                     {
