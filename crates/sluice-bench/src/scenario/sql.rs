@@ -315,6 +315,15 @@ impl SqlConn {
         }
     }
 
+    /// A round trip that runs nothing (MySQL COM_PING, PostgreSQL an empty query).
+    pub async fn ping(&mut self) -> Result<()> {
+        match self {
+            SqlConn::Pg { client, .. } => client.batch_execute("").await?,
+            SqlConn::My { conn, .. } => conn.ping().await?,
+        }
+        Ok(())
+    }
+
     /// A statement without results (BEGIN, COMMIT, ROLLBACK, DDL).
     pub async fn simple(&mut self, sql: &str) -> Result<()> {
         match self {

@@ -249,6 +249,16 @@ where
     })
 }
 
+/// Whether a connection is gone after `e`: closed, or a lost-connection error (MySQL
+/// 2013 / 2006, which a proxy sends for a statement whose server died while it keeps
+/// the session) after which it does not answer a ping.
+async fn gone(c: &mut SqlConn, e: &anyhow::Error) -> bool {
+    if !fatal(c, e) {
+        return false;
+    }
+    c.is_closed() || c.ping().await.is_err()
+}
+
 /// A new connection for a writer or reader whose own was closed (None: not before the
 /// end of the run, or refused: the error is counted and the caller pauses).
 async fn reconnect(t: &SqlTarget, until: Instant, errors: &mut ErrorCounts) -> Option<SqlConn> {
@@ -289,7 +299,7 @@ async fn writer(t: SqlTarget, client: i32, conn: SqlConn, until: Instant) -> Wri
             Ok(Err(e)) => {
                 log.failed.push(seq);
                 count_error(&mut log.errors, &e);
-                if fatal(c, &e) {
+                if gone(c, &e).await {
                     conn = None;
                 }
                 sleep(ERROR_PAUSE).await;
@@ -337,7 +347,7 @@ async fn reader(t: SqlTarget, mut keys: Keys, conn: SqlConn, until: Instant) -> 
                     port: None,
                 });
                 count_error(&mut log.errors, &e);
-                if fatal(c, &e) {
+                if gone(c, &e).await {
                     conn = None;
                 }
                 sleep(ERROR_PAUSE).await;
