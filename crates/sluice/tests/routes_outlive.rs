@@ -315,3 +315,68 @@ async fn mysql_kill_connection_still_ends_a_session_in_a_transaction() {
     assert_eq!(n, Some(0));
     drop(h);
 }
+
+/// The same on MariaDB: a replica whose I/O thread lost its primary (and has applied
+/// what it received) keeps its reads for `max_replica_lag`, then loses them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_a_replica_cut_off_from_its_primary_keeps_its_reads_a_while() {
+    let mut primary = mariadb();
+    primary
+        .create_user("monitor", "monitor-pw", "mysql_native_password")
+        .expect("monitor user");
+    let r1 = primary.start_replica().expect("replica 1");
+    let r2 = primary.start_replica().expect("replica 2");
+    let (p1, p2) = (r1.port(), r2.port());
+    let servers = [("p", primary.port()), ("r1", p1), ("r2", p2)];
+    let text = common::routes_config(
+        "mysql",
+        &servers,
+        ("monitor", "monitor-pw"),
+        "3s",
+        "round-robin-with-fallback",
+    );
+    let h = sluice(&text).await;
+    let ro = addr(&h, "ro");
+    let lands = || async {
+        let mut c = mysql_async::Conn::new(opts(ro, APP_USER, APP_PW, Some("test")))
+            .await
+            .ok()?;
+        let port: Option<u16> = c.query_first("SELECT @@port").await.ok()?;
+        let _ = c.disconnect().await;
+        port
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while lands().await != Some(p2) {
+        assert!(Instant::now() < deadline, "r2 never got reads");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    primary.kill();
+    let killed = Instant::now();
+    r1.promote().unwrap();
+    // Several checks later, r2 (cut off) still reads, within max_replica_lag.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let mut on_r2 = false;
+    while killed.elapsed() < Duration::from_millis(2500) && !on_r2 {
+        on_r2 = lands().await == Some(p2);
+    }
+    assert!(
+        on_r2,
+        "the cut-off replica kept its reads within max_replica_lag"
+    );
+    // Then only the new primary reads (the route's fallback).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut on_r1 = 0;
+    while on_r1 < 6 {
+        on_r1 = if lands().await == Some(p1) {
+            on_r1 + 1
+        } else {
+            0
+        };
+        assert!(
+            Instant::now() < deadline,
+            "the cut-off replica kept its reads"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(h);
+}

@@ -141,31 +141,48 @@ async fn my_check(c: &mut mysql::ServerConn) -> Result<Found> {
         });
     }
     let position = field(2).and_then(gtid_seq);
-    // A replica's delay: the largest Seconds_Behind_Master of its replication
-    // connections; unknown (NULL: a thread stopped) counts as too far behind.
-    let lag = match c.named_rows(b"SHOW ALL SLAVES STATUS").await {
-        Ok((names, rows)) => {
-            let at = names.iter().position(|n| n == "Seconds_Behind_Master");
-            let mut worst = Some(Duration::ZERO);
-            for r in &rows {
-                let v = at.and_then(|i| r.get(i)).and_then(|v| v.as_deref());
-                let secs = v.and_then(|v| std::str::from_utf8(v).ok()?.parse::<u64>().ok());
-                worst = match (worst, secs) {
-                    (Some(w), Some(s)) => Some(w.max(Duration::from_secs(s))),
-                    _ => None,
-                };
-            }
-            worst.or(Some(Duration::MAX))
-        }
-        Err(_) => None,
+    let (lag, streaming) = match c.named_rows(b"SHOW ALL SLAVES STATUS").await {
+        Ok((names, rows)) => replica_lag(&names, &rows),
+        Err(_) => (None, true),
     };
     Ok(Found {
         role: Role::Replica,
         lag,
         position,
         received: None,
-        streaming: true,
+        streaming,
     })
+}
+
+/// A MariaDB replica's delay from its replication connections (`SHOW ALL SLAVES
+/// STATUS`): the largest `Seconds_Behind_Master`, and whether it receives from its
+/// primary. A connection whose I/O thread is not running (reconnecting to a primary
+/// gone in a failover, say) while its SQL thread has applied what it received is cut
+/// off: not streaming, so its delay grows with the clock (health.rs), as a PostgreSQL
+/// replica's whose WAL receiver stopped. Any other unknown delay (NULL: the SQL thread
+/// stopped) counts as too far behind at once.
+fn replica_lag(names: &[String], rows: &[Vec<Option<Vec<u8>>>]) -> (Option<Duration>, bool) {
+    fn col<'a>(names: &[String], r: &'a [Option<Vec<u8>>], name: &str) -> Option<&'a str> {
+        let i = names.iter().position(|n| n == name)?;
+        r.get(i)?
+            .as_deref()
+            .and_then(|v| std::str::from_utf8(v).ok())
+    }
+    let mut worst = Duration::ZERO;
+    let mut streaming = true;
+    for r in rows {
+        let secs = col(names, r, "Seconds_Behind_Master").and_then(|v| v.parse::<u64>().ok());
+        match secs {
+            Some(s) => worst = worst.max(Duration::from_secs(s)),
+            None if col(names, r, "Slave_SQL_Running") == Some("Yes")
+                && col(names, r, "Slave_IO_Running") != Some("Yes") =>
+            {
+                streaming = false
+            }
+            None => return (Some(Duration::MAX), true),
+        }
+    }
+    (Some(worst), streaming)
 }
 
 /// A MariaDB GTID position as one number: the sequence number of its only replication
@@ -185,6 +202,33 @@ fn gtid_seq(v: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mariadb_replica_lag() {
+        let names: Vec<String> = [
+            "Slave_IO_Running",
+            "Slave_SQL_Running",
+            "Seconds_Behind_Master",
+        ]
+        .map(String::from)
+        .to_vec();
+        let row = |io: &str, sql: &str, secs: Option<&str>| {
+            vec![
+                Some(io.as_bytes().to_vec()),
+                Some(sql.as_bytes().to_vec()),
+                secs.map(|s| s.as_bytes().to_vec()),
+            ]
+        };
+        let two = [row("Yes", "Yes", Some("3")), row("Yes", "Yes", Some("7"))];
+        assert_eq!(
+            replica_lag(&names, &two),
+            (Some(Duration::from_secs(7)), true)
+        );
+        let cut_off = [row("Connecting", "Yes", None)];
+        assert_eq!(replica_lag(&names, &cut_off), (Some(Duration::ZERO), false));
+        let stopped = [row("Yes", "No", None), row("Yes", "Yes", Some("1"))];
+        assert_eq!(replica_lag(&names, &stopped), (Some(Duration::MAX), true));
+    }
 
     #[test]
     fn pg_answers() {
