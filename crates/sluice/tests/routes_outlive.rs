@@ -95,9 +95,11 @@ async fn pg_sessions_outlive_a_killed_primary() {
     assert_eq!(sqlstate(&e), "08006", "{e:?}");
     let msg = e.as_db_error().map(|d| d.message().to_owned());
     assert!(msg.unwrap_or_default().contains("rolled back"), "{e:?}");
+    // Preparing COMMIT does not end it; running it does.
+    let commit = b.prepare("commit").await.expect("COMMIT may be prepared");
     let e = b.execute("insert into t values (22)", &[]).await;
     assert_eq!(sqlstate(&e.expect_err("still aborted")), "25P02");
-    b.execute("commit", &[]).await.expect("COMMIT ends it");
+    b.execute(&commit, &[]).await.expect("COMMIT ends it");
     b.batch_execute("insert into t values (3)").await.unwrap();
     // c had a statement in flight in its transaction: the same.
     let e = c_slow

@@ -20,8 +20,11 @@ pub(super) struct Aborted {
     /// The error that says why, not yet told to the client (a transaction idle at the
     /// loss): its first failing request gets this instead of 25P02.
     pub why: Option<Error>,
-    /// The current extended-protocol batch ends the transaction.
+    /// The current extended-protocol batch names a statement that ends the
+    /// transaction (prepared or bound)...
     exit: bool,
+    /// ... and has run it: the transaction ends at the batch's Sync.
+    ended: bool,
     /// The current batch failed: the rest of it up to its Sync is ignored.
     failed: bool,
 }
@@ -107,9 +110,12 @@ impl Relay {
                     encode::no_data(b);
                 });
             }
-            fe::EXECUTE if a.exit => self.answer(TKind::Execute, b'E', |b| {
-                encode::command_complete(b, "ROLLBACK")
-            }),
+            fe::EXECUTE if a.exit => {
+                a.ended = true;
+                self.answer(TKind::Execute, b'E', |b| {
+                    encode::command_complete(b, "ROLLBACK")
+                })
+            }
             fe::CLOSE => {
                 if let Some((b'S', name)) = msg::target(body) {
                     self.stmts.remove(name);
@@ -117,8 +123,9 @@ impl Relay {
                 self.answer(TKind::Close, b'E', encode::close_complete);
             }
             fe::SYNC => {
-                let over = a.exit && !a.failed;
+                let over = a.ended && !a.failed;
                 a.exit = false;
+                a.ended = false;
                 a.failed = false;
                 let status = if over { b'I' } else { b'E' };
                 self.answer(TKind::Sync, status, |b| encode::ready_for_query(b, status));
@@ -144,6 +151,7 @@ impl Relay {
         let e = fail(a);
         a.failed = true;
         a.exit = false;
+        a.ended = false;
         self.answer(TKind::Execute, b'E', |b| error(b, &e));
     }
 
