@@ -189,10 +189,7 @@ async fn change_user_between_server_accounts_in_transaction_mode() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn split_reads_on_the_replica_and_sessions_follow_a_promotion() {
-    let mut primary = mariadb();
-    primary
-        .create_user("monitor", "monitor-pw", "mysql_native_password")
-        .expect("monitor user");
+    let mut primary = common::my::monitored_primary();
     accounts(&primary);
     let replica = primary.start_replica().expect("replica");
     let (p, r) = (primary.port(), replica.port());

@@ -42,10 +42,7 @@ async fn eventually(a: SocketAddr, want: impl Fn(u16, bool) -> bool) -> (u16, bo
 
 /// A primary with the test's users (replicated) and a replica of it.
 fn servers() -> (MariaDbServer, MariaDbServer) {
-    let primary = mariadb();
-    primary
-        .create_user("monitor", "monitor-pw", "mysql_native_password")
-        .expect("monitor user");
+    let primary = common::my::monitored_primary();
     let replica = primary.start_replica().expect("replica");
     (primary, replica)
 }

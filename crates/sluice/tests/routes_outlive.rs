@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::my::{APP_PW, APP_USER, mariadb, opts};
+use common::my::{APP_PW, APP_USER, opts};
 use common::{addr, connect, sluice, sqlstate};
 use mysql_async::prelude::Queryable;
 use std::time::{Duration, Instant};
@@ -174,10 +174,7 @@ async fn pg_sessions_outlive_a_server_shutdown_and_restart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_sessions_outlive_a_killed_primary() {
-    let mut primary = mariadb();
-    primary
-        .create_user("monitor", "monitor-pw", "mysql_native_password")
-        .expect("monitor user");
+    let mut primary = common::my::monitored_primary();
     let replica = primary.start_replica().expect("replica");
     let (p, r) = (primary.port(), replica.port());
     let mut text = common::routes_config(
@@ -322,10 +319,7 @@ async fn mysql_kill_connection_still_ends_a_session_in_a_transaction() {
 /// what it received) keeps its reads for `max_replica_lag`, then loses them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_a_replica_cut_off_from_its_primary_keeps_its_reads_a_while() {
-    let mut primary = mariadb();
-    primary
-        .create_user("monitor", "monitor-pw", "mysql_native_password")
-        .expect("monitor user");
+    let mut primary = common::my::monitored_primary();
     let r1 = primary.start_replica().expect("replica 1");
     let r2 = primary.start_replica().expect("replica 2");
     let (p1, p2) = (r1.port(), r2.port());

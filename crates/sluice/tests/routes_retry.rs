@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::my::{APP_PW, APP_USER, mariadb, opts};
+use common::my::{APP_PW, APP_USER, opts};
 use common::{addr, connect, sluice};
 use mysql_async::prelude::Queryable;
 use std::time::Duration;
@@ -97,10 +97,7 @@ async fn pg_a_read_whose_replica_dies_goes_to_another_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_a_split_read_whose_replica_dies_goes_to_the_primary_once() {
-    let primary = mariadb();
-    primary
-        .create_user("monitor", "monitor-pw", "mysql_native_password")
-        .expect("monitor user");
+    let primary = common::my::monitored_primary();
     let mut replica = primary.start_replica().expect("replica");
     let (p, r) = (primary.port(), replica.port());
     let servers = [("p", p), ("r", r)];

@@ -19,6 +19,16 @@ pub fn mariadb() -> MariaDbServer {
 
 /// Sluice config text: one MariaDB server, a session-mode passthrough listener
 /// `session`, a transaction-mode passthrough listener `tx`; `extra` is appended.
+/// A MariaDB primary with the health checker's user (`monitor` / `monitor-pw`), which
+/// its replicas get by replication.
+pub fn monitored_primary() -> MariaDbServer {
+    let primary = mariadb();
+    primary
+        .create_user("monitor", "monitor-pw", "mysql_native_password")
+        .expect("monitor user");
+    primary
+}
+
 pub fn config_text(db: &MariaDbServer, pool_size: usize, wait: &str, extra: &str) -> String {
     format!(
         r#"
