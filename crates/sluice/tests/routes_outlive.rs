@@ -20,6 +20,16 @@ fn tx_listener(protocol: &str, auth: &str) -> String {
     )
 }
 
+/// PostgreSQL servers in one cluster checked as the superuser, with the transaction
+/// listener `tx` for the configured superuser.
+fn pg_tx_config(servers: &[(&str, u16)], pw: &str) -> String {
+    let mut text =
+        common::routes_config("postgres", servers, ("postgres", pw), "10s", "round-robin");
+    text.push_str(&format!("[users.postgres]\npassword = \"{pw}\"\n"));
+    text.push_str(&tx_listener("postgres", "scram-sha-256"));
+    text
+}
+
 async fn pg_port(c: &tokio_postgres::Client) -> i32 {
     let row = c.query_one("select inet_server_port()", &[]).await;
     row.expect("the session goes on").get(0)
@@ -31,15 +41,7 @@ async fn pg_sessions_outlive_a_killed_primary() {
     let replica = primary.start_replica().expect("replica");
     let pw = primary.password().to_owned();
     let servers = [("p", primary.port()), ("r", replica.port())];
-    let mut text = common::routes_config(
-        "postgres",
-        &servers,
-        ("postgres", &pw),
-        "10s",
-        "round-robin",
-    );
-    text.push_str(&format!("[users.postgres]\npassword = \"{pw}\"\n"));
-    text.push_str(&tx_listener("postgres", "scram-sha-256"));
+    let text = pg_tx_config(&servers, &pw);
     let h = sluice(&text).await;
     let tx = addr(&h, "tx");
     let a = connect(tx, "postgres", &pw, "postgres").await.unwrap();
@@ -120,15 +122,7 @@ async fn pg_sessions_outlive_a_killed_primary() {
 async fn pg_sessions_outlive_a_server_shutdown_and_restart() {
     let mut server = common::pg();
     let pw = server.password().to_owned();
-    let mut text = common::routes_config(
-        "postgres",
-        &[("p", server.port())],
-        ("postgres", &pw),
-        "10s",
-        "round-robin",
-    );
-    text.push_str(&format!("[users.postgres]\npassword = \"{pw}\"\n"));
-    text.push_str(&tx_listener("postgres", "scram-sha-256"));
+    let text = pg_tx_config(&[("p", server.port())], &pw);
     let h = sluice(&text).await;
     let c = connect(addr(&h, "tx"), "postgres", &pw, "postgres")
         .await
