@@ -8,6 +8,7 @@
 mod class;
 mod effects;
 mod effects_my;
+mod facts;
 mod lex;
 pub mod session_id;
 pub mod signal;
@@ -15,6 +16,7 @@ pub mod signal;
 pub use class::{Class, classify};
 pub use effects::{Effect, effects};
 pub use effects_my::effects_mysql;
+pub use facts::{Facts, Kind, facts};
 pub use lex::{Dialect, Token, Tokens};
 
 /// Cheap pre-check: true when `sql` certainly has no session-state effect, without

@@ -1,0 +1,449 @@
+//! Statement facts for rules, the firewall and digests: one pass over the tokens gives a
+//! statement's kind, its digest text (literals, numbers, placeholders and IN lists of any
+//! length folded to `?`, comments dropped, whitespace normalised), a 64-bit digest id, and
+//! the tables it names. No parse: the table names are read after the words that introduce
+//! them (FROM, JOIN, UPDATE, INTO, TABLE, ...), as written (`schema.table` where
+//! qualified). A statement the scanner cannot place is of kind [`Kind::Other`].
+
+use crate::lex::{Dialect, Token, Tokens};
+
+/// What a statement is, for rules' `kind` field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Select,
+    Insert,
+    Update,
+    Delete,
+    /// CREATE, ALTER, DROP, TRUNCATE, RENAME, COMMENT, GRANT, REVOKE.
+    Ddl,
+    /// BEGIN, START, COMMIT, ROLLBACK, SAVEPOINT, RELEASE, END, ABORT.
+    Transaction,
+    /// SET, RESET, USE.
+    Set,
+    /// SHOW, EXPLAIN, DESCRIBE.
+    Show,
+    /// CALL, DO, EXECUTE.
+    Call,
+    /// COPY, LOAD.
+    Copy,
+    Other,
+}
+
+impl Kind {
+    /// Every kind with its name in the configuration.
+    pub const ALL: &'static [(&'static str, Kind)] = &[
+        ("select", Kind::Select),
+        ("insert", Kind::Insert),
+        ("update", Kind::Update),
+        ("delete", Kind::Delete),
+        ("ddl", Kind::Ddl),
+        ("transaction", Kind::Transaction),
+        ("set", Kind::Set),
+        ("show", Kind::Show),
+        ("call", Kind::Call),
+        ("copy", Kind::Copy),
+        ("other", Kind::Other),
+    ];
+
+    pub fn name(self) -> &'static str {
+        Kind::ALL
+            .iter()
+            .find(|(_, k)| *k == self)
+            .map_or("other", |(n, _)| n)
+    }
+
+    pub fn from_name(name: &str) -> Option<Kind> {
+        Kind::ALL.iter().find(|(n, _)| *n == name).map(|(_, k)| *k)
+    }
+
+    /// Whether a statement of this kind may change data or schema (a write for table
+    /// rules and routes). Unknown statements are writes.
+    pub fn writes(self) -> bool {
+        !matches!(self, Kind::Select | Kind::Show)
+    }
+
+    fn of_first_word(w: &Token<'_>) -> Option<Kind> {
+        const WORDS: &[(&str, Kind)] = &[
+            ("select", Kind::Select),
+            ("values", Kind::Select),
+            ("table", Kind::Select),
+            ("insert", Kind::Insert),
+            ("replace", Kind::Insert),
+            ("update", Kind::Update),
+            ("merge", Kind::Update),
+            ("delete", Kind::Delete),
+            ("create", Kind::Ddl),
+            ("alter", Kind::Ddl),
+            ("drop", Kind::Ddl),
+            ("truncate", Kind::Ddl),
+            ("rename", Kind::Ddl),
+            ("comment", Kind::Ddl),
+            ("grant", Kind::Ddl),
+            ("revoke", Kind::Ddl),
+            ("begin", Kind::Transaction),
+            ("start", Kind::Transaction),
+            ("commit", Kind::Transaction),
+            ("rollback", Kind::Transaction),
+            ("savepoint", Kind::Transaction),
+            ("release", Kind::Transaction),
+            ("end", Kind::Transaction),
+            ("abort", Kind::Transaction),
+            ("set", Kind::Set),
+            ("reset", Kind::Set),
+            ("use", Kind::Set),
+            ("show", Kind::Show),
+            ("explain", Kind::Show),
+            ("describe", Kind::Show),
+            ("desc", Kind::Show),
+            ("call", Kind::Call),
+            ("do", Kind::Call),
+            ("execute", Kind::Call),
+            ("copy", Kind::Copy),
+            ("load", Kind::Copy),
+        ];
+        WORDS.iter().find(|(n, _)| w.is(n)).map(|(_, k)| *k)
+    }
+}
+
+/// What one pass over a statement found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Facts {
+    pub kind: Kind,
+    /// The statement with its values folded to `?`.
+    pub digest_text: String,
+    /// xxh3 of the digest text.
+    pub digest: u64,
+    /// Tables named, as written (`schema.table` where qualified; unquoted words in lower
+    /// case), each once, in order of appearance; names a WITH clause defines left out.
+    pub tables: Vec<String>,
+    /// More than one statement in the text.
+    pub several: bool,
+}
+
+/// Words after which table names follow.
+const TABLE_INTRO: [&str; 7] = [
+    "from", "join", "update", "into", "table", "truncate", "using",
+];
+
+/// Words that cannot be a table's alias: the clause after a table reference.
+const NOT_ALIAS: [&str; 36] = [
+    "where",
+    "join",
+    "left",
+    "right",
+    "inner",
+    "outer",
+    "cross",
+    "full",
+    "natural",
+    "straight_join",
+    "on",
+    "using",
+    "group",
+    "order",
+    "limit",
+    "having",
+    "union",
+    "except",
+    "intersect",
+    "set",
+    "values",
+    "value",
+    "select",
+    "window",
+    "for",
+    "lock",
+    "offset",
+    "fetch",
+    "returning",
+    "partition",
+    "use",
+    "force",
+    "ignore",
+    "default",
+    "tablesample",
+    "into",
+];
+
+/// Words skipped between an introducing word and the table name.
+const SKIP: [&str; 6] = ["only", "if", "not", "exists", "lateral", "table"];
+
+/// Where the table-name reader stands.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum At {
+    Nothing,
+    /// Expecting a table name (after FROM, JOIN, ...).
+    Name {
+        list: bool,
+    },
+    /// Inside a qualified name: after `name.`.
+    Dot {
+        list: bool,
+    },
+    /// After a table name: `.`, an alias or a comma may follow.
+    After {
+        list: bool,
+    },
+    /// After a table's alias: a comma continues a FROM list.
+    Alias {
+        list: bool,
+    },
+}
+
+/// Scans `sql` once for its [`Facts`].
+pub fn facts(sql: &[u8], dialect: Dialect) -> Facts {
+    let mut d = Digest::new(dialect);
+    let mut tokens = Tokens::new_in(sql, dialect);
+    let mut kind: Option<Kind> = None;
+    let mut with = false;
+    let mut depth = 0usize;
+    let mut at = At::Nothing;
+    let mut tables: Vec<String> = Vec::new();
+    let mut current = String::new();
+    let mut ctes: Vec<String> = Vec::new();
+    let mut prev_ident: Option<String> = None;
+    let mut statements = 0usize;
+    let mut pending_end = false;
+    while let Some((t, span)) = tokens.next_spanned() {
+        if t == Token::Semicolon {
+            pending_end = true;
+            at = At::Nothing;
+            continue;
+        }
+        if pending_end || statements == 0 {
+            statements += 1;
+            if pending_end {
+                d.push_semicolon();
+            }
+            pending_end = false;
+        }
+        d.push(t, span);
+        match t {
+            Token::Punct(b'(') => depth += 1,
+            Token::Punct(b')') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if kind.is_none() && statements == 1 {
+            if t.is("with") {
+                with = true;
+            } else if !with || depth == 0 {
+                kind = Kind::of_first_word(&t).or(if with { None } else { Some(Kind::Other) });
+            }
+        }
+        // A WITH clause's names (`name AS (` before the main statement starts).
+        if t.is("as")
+            && with
+            && kind.is_none()
+            && depth == 0
+            && let Some(p) = prev_ident.take()
+        {
+            ctes.push(p);
+        }
+        at = step_tables(at, &t, &mut current, &mut tables);
+        prev_ident = t.ident();
+        if let Some(p) = &prev_ident
+            && NOT_ALIAS.contains(&p.as_str())
+        {
+            prev_ident = None;
+        }
+    }
+    if !current.is_empty() {
+        tables.push(std::mem::take(&mut current));
+    }
+    tables.retain(|t| !ctes.contains(t));
+    let mut unique: Vec<String> = Vec::with_capacity(tables.len());
+    for t in tables {
+        if !unique.contains(&t) {
+            unique.push(t);
+        }
+    }
+    let digest_text = d.finish();
+    Facts {
+        kind: kind.unwrap_or(Kind::Other),
+        digest: xxhash_rust::xxh3::xxh3_64(digest_text.as_bytes()),
+        digest_text,
+        tables: unique,
+        several: statements > 1,
+    }
+}
+
+/// One token's effect on the table-name reader.
+fn step_tables(at: At, t: &Token<'_>, current: &mut String, tables: &mut Vec<String>) -> At {
+    let intro = TABLE_INTRO.iter().any(|w| t.is(w));
+    let flush = |current: &mut String, tables: &mut Vec<String>| {
+        if !current.is_empty() {
+            tables.push(std::mem::take(current));
+        }
+    };
+    match at {
+        At::Name { list } => {
+            if SKIP.iter().any(|w| t.is(w)) {
+                return at;
+            }
+            match t.ident() {
+                Some(name)
+                    if !NOT_ALIAS.contains(&name.as_str()) || matches!(t, Token::Quoted(_)) =>
+                {
+                    current.push_str(&name);
+                    At::After { list }
+                }
+                _ => At::Nothing,
+            }
+        }
+        At::Dot { list } => match t.ident() {
+            Some(name) => {
+                current.push_str(&name);
+                At::After { list }
+            }
+            None => {
+                current.clear();
+                At::Nothing
+            }
+        },
+        At::After { list } | At::Alias { list }
+            if *t == Token::Punct(b'.') && matches!(at, At::After { .. }) =>
+        {
+            current.push('.');
+            At::Dot { list }
+        }
+        At::After { list } | At::Alias { list } => {
+            flush(current, tables);
+            if *t == Token::Punct(b',') && list {
+                return At::Name { list };
+            }
+            if intro {
+                return At::Name { list: lists(t) };
+            }
+            if matches!(at, At::After { .. }) && (t.is("as") || alias(t)) {
+                return if t.is("as") {
+                    At::After { list }
+                } else {
+                    At::Alias { list }
+                };
+            }
+            At::Nothing
+        }
+        At::Nothing if intro => At::Name { list: lists(t) },
+        At::Nothing => At::Nothing,
+    }
+}
+
+/// Whether more table names may follow the one after `t`, separated by commas.
+fn lists(t: &Token<'_>) -> bool {
+    !(t.is("into") || t.is("join"))
+}
+
+fn alias(t: &Token<'_>) -> bool {
+    match t {
+        Token::Quoted(_) => true,
+        Token::Word(_) => t.ident().is_some_and(|w| !NOT_ALIAS.contains(&w.as_str())),
+        _ => false,
+    }
+}
+
+/// Builds the digest text.
+struct Digest {
+    out: String,
+    dialect: Dialect,
+    /// End of the previous token in the text, to keep operators like `<=` whole.
+    last_end: usize,
+    last: Option<u8>,
+    /// Inside `IN (`: the output length at the `(`, and whether only values came since.
+    in_list: Option<(usize, bool)>,
+    after_in: bool,
+}
+
+impl Digest {
+    fn new(dialect: Dialect) -> Self {
+        Digest {
+            out: String::new(),
+            dialect,
+            last_end: usize::MAX,
+            last: None,
+            in_list: None,
+            after_in: false,
+        }
+    }
+
+    fn push_semicolon(&mut self) {
+        self.out.push(';');
+        self.last = Some(b';');
+        self.in_list = None;
+        self.after_in = false;
+    }
+
+    fn push(&mut self, t: Token<'_>, span: std::ops::Range<usize>) {
+        let adjacent = span.start == self.last_end;
+        self.last_end = span.end;
+        let value = matches!(t, Token::Str(_) | Token::Number(_))
+            || t == Token::Punct(b'?')
+            || (t == Token::Punct(b'$') && span.len() > 1);
+        let punct = match t {
+            Token::Punct(c) if !value => Some(c),
+            _ => None,
+        };
+        // `IN (a, b, c)` becomes `IN (?)`.
+        if let Some((_, only_values)) = self.in_list.as_mut() {
+            match punct {
+                Some(b',') => return,
+                Some(b')') => {
+                    let (start, only_values) = self.in_list.take().unwrap_or_default();
+                    if only_values {
+                        self.out.truncate(start);
+                        self.out.push_str("?)");
+                        self.last = Some(b')');
+                        return;
+                    }
+                }
+                _ if value => {}
+                _ => *only_values = false,
+            }
+        }
+        let open_in = self.after_in && punct == Some(b'(');
+        self.after_in = t.is("in");
+        let space = match (self.last, punct) {
+            (None, _) => false,
+            (_, Some(b',' | b')' | b'.' | b';')) => false,
+            (Some(b'(' | b'.'), _) => false,
+            (Some(p), Some(_)) if adjacent && !matches!(p, b'w' | b',' | b';' | b')') => false,
+            (Some(b'@'), _) => false,
+            // A function call as written: `f(`.
+            (Some(b'w'), Some(b'(')) if adjacent => false,
+            _ => true,
+        };
+        if space {
+            self.out.push(' ');
+        }
+        match t {
+            _ if value => self.out.push('?'),
+            Token::Word(w) => self.out.push_str(&String::from_utf8_lossy(w)),
+            Token::Quoted(q) => {
+                let quote = if self.dialect == Dialect::MySql {
+                    '`'
+                } else {
+                    '"'
+                };
+                self.out.push(quote);
+                self.out.push_str(&String::from_utf8_lossy(q));
+                self.out.push(quote);
+            }
+            Token::Punct(c) => self.out.push(char::from(c)),
+            Token::Str(_) | Token::Number(_) | Token::Semicolon => {}
+        }
+        if open_in {
+            self.in_list = Some((self.out.len(), true));
+        }
+        self.last = match t {
+            Token::Punct(c) if !value => Some(c),
+            _ => Some(b'w'),
+        };
+    }
+
+    fn finish(self) -> String {
+        self.out
+    }
+}
+
+#[cfg(test)]
+#[path = "facts_tests.rs"]
+mod tests;
