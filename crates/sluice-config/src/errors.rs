@@ -193,6 +193,7 @@ impl Diagnostics {
 pub(crate) fn label(section: &str, name: Option<&str>) -> String {
     match name {
         None => format!("[{section}]"),
+        Some(n) if section == "rules" => format!("[[rules]] #{n}"),
         Some(name) if is_bare_key(name) => format!("[{section}.{name}]"),
         Some(name) => format!("[{section}.{name:?}]"),
     }

@@ -8,6 +8,8 @@
 //! Reading goes: TOML text -> spanned document (`toml_edit`) -> one typed reader per section
 //! (`sections.rs`, using `reader.rs`) -> cross-section checks (`validate.rs`).
 
+#[macro_use]
+mod schema;
 mod address;
 mod default;
 mod errors;
@@ -15,7 +17,7 @@ mod handlersocket;
 mod passthrough;
 mod reader;
 mod routes;
-mod schema;
+mod rules;
 mod secret;
 mod sections;
 mod validate;
@@ -31,6 +33,7 @@ pub use default::{BUILTIN_DEFAULT_NAME, BUILTIN_DEFAULT_TOML, builtin_default};
 pub use errors::{ConfigError, ConfigErrors};
 pub use passthrough::{AuthQuery, DEFAULT_MYSQL_AUTH_QUERY, DEFAULT_PG_AUTH_QUERY};
 pub use routes::*;
+pub use rules::*;
 pub use schema::*;
 pub use secret::{ScramVerifier, Secret};
 

@@ -187,6 +187,15 @@ impl<'c, 'o, 't> ObjectReader<'c, 'o, 't> {
         }
     }
 
+    /// The key's value when it is a string, without recording anything (for keys that
+    /// take a string or another type).
+    pub(crate) fn peek_str(&self, key: &str) -> Option<String> {
+        self.table
+            .get(key)
+            .and_then(|i| i.as_str())
+            .map(str::to_string)
+    }
+
     /// A boolean value.
     pub(crate) fn boolean(&mut self, key: &str) -> Option<bool> {
         let (value, _) = self.value(key)?;

@@ -5,7 +5,6 @@
 //! live in the `DEFAULT_*` constants and the `Default`/`with_defaults` constructors below.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::PathBuf;
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -29,8 +28,8 @@ macro_rules! string_enum {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(self.as_str())
             }
         }
@@ -182,6 +181,7 @@ pub const DEFAULT_SERVER_LIFETIME: Duration = Duration::from_secs(3600);
 pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_POOL_MAX_CLIENT_CONNECTIONS: usize = 1000;
 pub const DEFAULT_STATEMENT_CACHE_SIZE: usize = 256;
+pub const DEFAULT_DIGEST_MAX_ENTRIES: usize = 10_000;
 pub const DEFAULT_HS_CONNECTIONS: usize = 4;
 pub const DEFAULT_HS_MAX_LINE: usize = 1 << 20;
 pub const DEFAULT_HS_MAX_OPEN_INDEXES: usize = 1024;
@@ -197,6 +197,11 @@ pub struct Config {
     pub listeners: BTreeMap<String, Listener>,
     /// `[handlersocket.NAME]`: HandlerSocket listeners.
     pub handlersocket: BTreeMap<String, HsListener>,
+    /// `[[rules]]`: query rules, in file order.
+    pub rules: Vec<crate::rules::Rule>,
+    /// `[tables."schema.table"]`: table rules.
+    pub tables: crate::rules::TableRules,
+    pub firewall: crate::rules::Firewall,
 }
 
 /// `[general]`: process-wide settings.
@@ -215,6 +220,8 @@ pub struct General {
     pub worker_threads: usize,
     /// A client that has not finished logging in this long after connecting is closed.
     pub client_login_timeout: Duration,
+    /// Query digests kept at most (the least recent are evicted); 0 = no digests.
+    pub digest_max_entries: usize,
 }
 
 impl Default for General {
@@ -227,6 +234,7 @@ impl Default for General {
             max_client_connections: DEFAULT_MAX_CLIENT_CONNECTIONS,
             worker_threads: 1,
             client_login_timeout: DEFAULT_CLIENT_LOGIN_TIMEOUT,
+            digest_max_entries: DEFAULT_DIGEST_MAX_ENTRIES,
         }
     }
 }
@@ -287,6 +295,8 @@ pub struct User {
     pub server_password: Option<Secret>,
     /// Per-user override of the pool's `size`.
     pub pool_size: Option<usize>,
+    /// Per-user override of `[firewall] mode`.
+    pub firewall: Option<crate::rules::FirewallMode>,
 }
 
 impl User {
@@ -388,6 +398,8 @@ pub struct Listener {
     pub tls: ClientTls,
     pub tls_cert_file: Option<PathBuf>,
     pub tls_key_file: Option<PathBuf>,
+    /// Per-listener override of `[firewall] mode` (a user's own comes first).
+    pub firewall: Option<crate::rules::FirewallMode>,
 }
 
 impl Listener {

@@ -25,6 +25,9 @@ pub(crate) const SECTIONS: &[&str] = &[
     "pools",
     "listeners",
     "handlersocket",
+    "rules",
+    "tables",
+    "firewall",
 ];
 pub(crate) const GENERAL_KEYS: &[&str] = &[
     "shutdown_timeout",
@@ -34,6 +37,7 @@ pub(crate) const GENERAL_KEYS: &[&str] = &[
     "max_client_connections",
     "worker_threads",
     "client_login_timeout",
+    "digest_max_entries",
 ];
 pub(crate) const SERVER_KEYS: &[&str] = &[
     "protocol",
@@ -60,6 +64,7 @@ pub(crate) const USER_KEYS: &[&str] = &[
     "server_user",
     "server_password",
     "pool_size",
+    "firewall",
 ];
 pub(crate) const POOL_KEYS: &[&str] = &[
     "mode",
@@ -92,6 +97,7 @@ pub(crate) const LISTENER_KEYS: &[&str] = &[
     "read_your_writes_timeout",
     "auth_user",
     "auth_query",
+    "firewall",
 ];
 
 /// Upper bound for connection counts and cache sizes.
@@ -109,6 +115,9 @@ pub(crate) fn read_config(ctx: &mut Ctx<'_>, root: &Table) -> Config {
         pools: BTreeMap::new(),
         listeners: BTreeMap::new(),
         handlersocket: BTreeMap::new(),
+        rules: Vec::new(),
+        tables: BTreeMap::new(),
+        firewall: Default::default(),
     };
     for (key, item) in root.iter() {
         let header = key_span(root.key(key), item);
@@ -130,6 +139,22 @@ pub(crate) fn read_config(ctx: &mut Ctx<'_>, root: &Table) -> Config {
                     crate::handlersocket::read_handlersocket,
                 )
             }
+            "rules" => {
+                config.rules = crate::rules::read_rules(ctx, header, item);
+                for (number, message) in crate::rules::contradictions(&config.rules) {
+                    let label = crate::errors::label("rules", Some(&number.to_string()));
+                    ctx.diag.error_at(
+                        "rules",
+                        &number.to_string(),
+                        "",
+                        format!("{label}: {message}"),
+                    );
+                }
+            }
+            "tables" => {
+                config.tables = read_named(ctx, "tables", header, item, crate::rules::read_table)
+            }
+            "firewall" => config.firewall = crate::rules::read_firewall(ctx, header, item),
             other => {
                 let what = if item.is_table_like() {
                     format!("unknown section [{other}]")
@@ -203,6 +228,7 @@ fn read_general(ctx: &mut Ctx<'_>, header: Option<Range<usize>>, item: &Item) ->
     let max_client_connections = r.count("max_client_connections", 1, MAX_COUNT);
     let worker_threads = r.count("worker_threads", 0, MAX_WORKER_THREADS);
     let client_login_timeout = r.duration("client_login_timeout");
+    let digest_max_entries = r.count("digest_max_entries", 0, 10_000_000);
     if client_login_timeout.is_some_and(|t| t.is_zero()) {
         r.error("client_login_timeout", "must be greater than zero");
     }
@@ -216,6 +242,7 @@ fn read_general(ctx: &mut Ctx<'_>, header: Option<Range<usize>>, item: &Item) ->
                 .unwrap_or(defaults.max_client_connections),
             worker_threads: worker_threads.unwrap_or(defaults.worker_threads),
             client_login_timeout: client_login_timeout.unwrap_or(defaults.client_login_timeout),
+            digest_max_entries: digest_max_entries.unwrap_or(defaults.digest_max_entries),
         })
     })
     .unwrap_or(defaults)
@@ -366,6 +393,7 @@ fn read_user(
         Some(Secret::Plain(_) | Secret::Md5 { .. }) | None => {}
     }
     let pool_size = r.count("pool_size", 1, MAX_COUNT);
+    let firewall = r.choice("firewall", crate::rules::FirewallMode::ALL);
     let login = server_password
         .as_ref()
         .or(password.as_ref())
@@ -389,6 +417,7 @@ fn read_user(
             server_user,
             server_password,
             pool_size,
+            firewall,
         })
     })
 }
@@ -485,6 +514,7 @@ fn read_listener(
     let tls_cert_file = r.path("tls_cert_file");
     let tls_key_file = r.path("tls_key_file");
     let route = crate::routes::read_route(&mut r);
+    let firewall = r.choice("firewall", crate::rules::FirewallMode::ALL);
     let auth_query = crate::passthrough::read_auth_query(&mut r, auth, protocol);
     if route.kind == crate::routes::RouteKind::Split
         && auth == AuthMethod::Passthrough
@@ -542,6 +572,7 @@ fn read_listener(
             tls,
             tls_cert_file,
             tls_key_file,
+            firewall,
         })
     })
 }

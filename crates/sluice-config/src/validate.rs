@@ -27,6 +27,10 @@ pub(crate) struct Facts {
     pub(crate) pool_modes: BTreeMap<String, crate::schema::PoolMode>,
     /// The form of each user's server password (`Secret::kind`), if it has one.
     pub(crate) user_logins: BTreeMap<String, Option<&'static str>>,
+    /// The cluster each route or mirror rule names, by rule number.
+    pub(crate) rule_clusters: Vec<(String, String)>,
+    /// The cluster each table rule names, by table.
+    pub(crate) table_clusters: Vec<(String, String)>,
 }
 
 /// A listener's fields that refer to other objects; `None` where the value had an error.
@@ -61,14 +65,14 @@ impl Facts {
             .is_some_and(|names| !names.is_empty())
     }
 
-    fn is_defined(&self, section: &str, name: &str) -> bool {
+    pub(crate) fn is_defined(&self, section: &str, name: &str) -> bool {
         self.defined
             .get(section)
             .is_some_and(|names| names.contains(name))
     }
 
     /// `cluster "x" does not exist; defined clusters: a, b`.
-    fn missing(&self, section: &str, kind: &str, name: &str) -> String {
+    pub(crate) fn missing(&self, section: &str, kind: &str, name: &str) -> String {
         match self.defined.get(section).filter(|names| !names.is_empty()) {
             None => format!("{kind} {name:?} does not exist; no {section} are defined"),
             Some(names) => {
@@ -82,7 +86,7 @@ impl Facts {
     }
 
     /// The protocol shared by all of a cluster's servers, if every one is known and they agree.
-    fn cluster_protocol(&self, cluster: &str) -> Option<Protocol> {
+    pub(crate) fn cluster_protocol(&self, cluster: &str) -> Option<Protocol> {
         let members = self.cluster_members.get(cluster)?;
         let mut protocols = members
             .iter()
@@ -98,6 +102,7 @@ pub(crate) fn validate(ctx: &mut Ctx<'_>) {
     check_clusters(&facts, ctx);
     check_listeners(&facts, ctx);
     check_duplicate_addresses(&facts, ctx);
+    crate::rules::check(ctx, &facts);
     if !facts.any_defined("listeners") && !facts.any_defined("handlersocket") {
         let message = "no listeners are defined; add at least one [listeners.NAME] section";
         ctx.diag.error_at_line(None, message);

@@ -20,6 +20,7 @@ pub mod listener;
 pub mod mux;
 pub mod pool;
 pub mod router;
+pub mod rules;
 pub mod server;
 pub mod session;
 pub mod sets;

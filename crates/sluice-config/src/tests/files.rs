@@ -289,13 +289,21 @@ fn docs_examples_are_accurate() {
         check_files: false,
         base_dir: None,
     };
-    let tomls = doc_blocks("toml");
+    let mut tomls = doc_blocks("toml");
     let outputs = doc_blocks("text");
     assert_eq!(
         (tomls.len(), outputs.len()),
-        (3, 1),
+        (5, 1),
         "docs blocks changed; update this test"
     );
+    // 0 and 1: a rules example and a table rule, valid beside clusters they name.
+    let clusters = "[servers.x]\nprotocol = \"postgres\"\nhost = \"h\"\n[clusters.analytics]\nservers = [\"x\"]\n[clusters.b]\nservers = [\"x\"]\n";
+    for fragment in tomls.drain(..2) {
+        let text = format!("{}{clusters}{fragment}", super::BASE);
+        if let Err(e) = parse_with(&text, "rules.toml", &options) {
+            panic!("docs example does not validate:\n{e}\n{fragment}");
+        }
+    }
     // 1: the error example and its exact output.
     let errors = parse_with(&tomls[0], "sluice.toml", &options).expect_err("invalid");
     assert_eq!(format!("{errors}\n"), outputs[0]);
@@ -349,7 +357,8 @@ fn every_key_is_documented_and_in_the_reference_example() {
         std::fs::read_to_string(examples_dir().join("sluice.toml")).expect("example exists");
     for section in SECTIONS {
         assert!(
-            docs.contains(&format!("## `[{section}")),
+            docs.contains(&format!("## `[{section}"))
+                || docs.contains(&format!("## `[[{section}]]`")),
             "docs lack section {section}"
         );
     }
@@ -361,6 +370,9 @@ fn every_key_is_documented_and_in_the_reference_example() {
         POOL_KEYS,
         LISTENER_KEYS,
         crate::handlersocket::HANDLERSOCKET_KEYS,
+        crate::rules::RULE_KEYS,
+        crate::rules::TABLE_KEYS,
+        crate::rules::FIREWALL_KEYS,
     ] {
         for key in keys {
             assert!(

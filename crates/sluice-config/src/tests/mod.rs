@@ -6,6 +6,7 @@ mod files;
 mod passthrough;
 mod references;
 mod routes;
+mod rules;
 mod values;
 
 use crate::{Config, ConfigErrors, ValidateOptions, parse_with};

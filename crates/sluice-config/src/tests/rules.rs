@@ -1,0 +1,179 @@
+//! `[[rules]]`, `[tables]` and `[firewall]`.
+
+use super::{BASE, assert_errors, ok};
+use crate::{FirewallMode, MatchOn, RuleAction, TargetRole};
+
+const TWO: &str = r#"
+[servers.pg2]
+protocol = "postgres"
+host = "127.0.0.2"
+
+[clusters.analytics]
+servers = ["pg2"]
+"#;
+
+#[test]
+fn rules_tables_and_firewall_read() {
+    let text = format!(
+        r#"{BASE}{TWO}
+[[rules]]
+pattern = "^DELETE FROM \\S+$"
+user = "app"
+action = "block"
+message = "DELETE without WHERE is not allowed here"
+
+[[rules]]
+tables = ["reports_daily"]
+kind = "select"
+client_address = "10.0.0.0/8"
+action = "route"
+cluster = "analytics"
+role = "replica"
+continue = true
+
+[[rules]]
+digest = "0x00000000000000ff"
+pattern = "sleep"
+action = "rewrite"
+replace = "select 1"
+
+[[rules]]
+listener = "pg"
+action = "timeout"
+timeout = "2s"
+
+[tables."public.order_line"]
+cluster = "analytics"
+
+[tables.Stock]
+cluster = "main"
+
+[firewall]
+mode = "protecting"
+allowlist_file = "allow.toml"
+
+[users.app]
+password = "x"
+firewall = "learning"
+"#
+    );
+    let c = ok(&text);
+    assert_eq!(c.rules.len(), 4);
+    assert_eq!(c.rules[0].number, 1);
+    assert_eq!(
+        c.rules[0].action,
+        RuleAction::Block {
+            message: "DELETE without WHERE is not allowed here".into()
+        }
+    );
+    assert_eq!(c.rules[0].when.user.as_deref(), Some("app"));
+    assert_eq!(c.rules[1].when.tables, ["reports_daily"]);
+    assert_eq!(c.rules[1].when.kind, ["select"]);
+    assert!(c.rules[1].continues);
+    assert_eq!(
+        c.rules[1].action,
+        RuleAction::Route {
+            cluster: "analytics".into(),
+            role: Some(TargetRole::Replica)
+        }
+    );
+    assert_eq!(c.rules[2].when.digest, Some(0xff));
+    assert_eq!(c.rules[2].when.on(&c.rules[2].action), MatchOn::Text);
+    assert_eq!(c.rules[0].when.on(&c.rules[0].action), MatchOn::Digest);
+    assert_eq!(
+        c.rules[3].action,
+        RuleAction::Timeout(std::time::Duration::from_secs(2))
+    );
+    assert_eq!(c.tables["public.order_line"].cluster, "analytics");
+    assert_eq!(c.tables["Stock"].table, "stock");
+    assert_eq!(c.firewall.mode, FirewallMode::Protecting);
+    assert_eq!(c.users["app"].firewall, Some(FirewallMode::Learning));
+    assert_eq!(c.general.digest_max_entries, 10_000);
+}
+
+#[test]
+fn bad_rules_name_their_line() {
+    let text = format!(
+        r#"{BASE}
+[[rules]]
+pattern = "(unclosed"
+action = "block"
+
+[[rules]]
+action = "route"
+cluster = "nowhere"
+
+[[rules]]
+kind = "selekt"
+action = "log"
+colour = "blue"
+
+[[rules]]
+action = "rewrite"
+replace = "x"
+
+[[rules]]
+client_address = "10.0.0.0/40"
+action = "explode"
+
+[tables.orders]
+cluster = "main"
+
+[tables."public.x"]
+cluster = "gone"
+"#
+    );
+    assert_errors(
+        &text,
+        &[
+            (Some(15), "not a valid regex"),
+            (
+                Some(20),
+                "[[rules]] #2 cluster: cluster \"nowhere\" does not exist",
+            ),
+            (Some(23), "unknown kind \"selekt\""),
+            (Some(25), "unknown key \"colour\""),
+            (Some(27), "needs pattern"),
+            (Some(32), "prefix length"),
+            (Some(33), "invalid value \"explode\""),
+            (Some(39), "cluster \"gone\" does not exist"),
+        ],
+    );
+}
+
+#[test]
+fn rules_that_cannot_both_be_meant() {
+    let text = format!(
+        r#"{BASE}{TWO}
+[[rules]]
+user = "a"
+action = "log"
+
+[[rules]]
+user = "a"
+action = "block"
+
+[[rules]]
+user = "b"
+action = "route"
+cluster = "main"
+continue = true
+
+[[rules]]
+user = "b"
+action = "route"
+cluster = "analytics"
+
+[firewall]
+mode = "learning"
+"#
+    );
+    assert_errors(
+        &text,
+        &[
+            (Some(25), "can never apply: rule 1 above"),
+            (Some(35), "contradicts rule 3"),
+            (Some(41), "needs allowlist_file"),
+        ],
+    );
+}

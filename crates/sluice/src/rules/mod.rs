@@ -1,0 +1,383 @@
+//! Query rules and table rules: between the session and the router in the flow. Pure, as
+//! the router is: [`RuleSet::verdict`] takes what one pass over a statement found
+//! ([`Statement`], cached by text in [`StatementCache`]) and who runs it ([`Who`]), and
+//! says what to do with it ([`Verdict`]): block it, send it to another cluster or role,
+//! rewrite it, mirror it, give it a timeout, log it. No sockets, no awaits; the session
+//! (session/judge.rs) asks before it routes a request and acts on the answer in the
+//! client's protocol.
+//!
+//! Cheap by construction: the rules are compiled once into bit masks and two regex sets
+//! (patterns on the digest, patterns on the text); a statement's matches are computed
+//! when its text is first seen (regexes on the digest once per digest id), a session's
+//! when it logs in; the verdict is then a few word operations per 64 rules.
+
+mod stmt;
+
+pub use stmt::{Statement, StatementCache};
+
+use sluice_config::{Config, MatchOn, Protocol, Rule, RuleAction, TargetRole};
+use sluice_sql::Kind;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// A set of rules as bits, one per rule in file order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Bits(Vec<u64>);
+
+impl Bits {
+    fn new(n: usize) -> Bits {
+        Bits(vec![0; n.div_ceil(64)])
+    }
+
+    fn set(&mut self, i: usize) {
+        if let Some(w) = self.0.get_mut(i / 64) {
+            *w |= 1 << (i % 64);
+        }
+    }
+
+    fn get(&self, i: usize) -> bool {
+        self.0.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+}
+
+/// Who runs a statement: the session's side of the match fields.
+#[derive(Debug, Clone)]
+pub struct Who {
+    pub user: String,
+    pub database: String,
+    pub listener: Arc<str>,
+    pub addr: Option<IpAddr>,
+    /// The rules whose user, listener and client_address match (database is compared
+    /// per statement: MySQL's USE changes it).
+    mask: Bits,
+}
+
+/// Where a statement goes when a rule or a table rule says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub cluster: Arc<str>,
+    /// `None`: as the listener's route would (split: by what the statement does).
+    pub role: Option<TargetRole>,
+}
+
+/// What to do with a statement. The default is nothing: run it as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// Refused: the rule's number and message.
+    pub block: Option<(usize, Arc<str>)>,
+    /// Sent elsewhere.
+    pub route: Option<Target>,
+    /// Names tables of more than one cluster: refused with this message.
+    pub cross: Option<String>,
+    /// Run as this text instead.
+    pub rewrite: Option<Vec<u8>>,
+    /// A copy runs on this cluster.
+    pub mirror: Option<Arc<str>>,
+    pub timeout: Option<Duration>,
+    /// Rules that asked for the statement to be logged.
+    pub log: Vec<usize>,
+}
+
+impl Verdict {
+    pub fn is_plain(&self) -> bool {
+        *self == Verdict::default()
+    }
+}
+
+struct Compiled {
+    rule: Rule,
+    kinds: Vec<Kind>,
+    /// Index in the digest or text regex set.
+    pattern: Option<(MatchOn, usize)>,
+    /// For rewrites.
+    regex: Option<regex::bytes::Regex>,
+    hits: AtomicU64,
+}
+
+/// One protocol's rules and table rules, compiled.
+pub struct RuleSet {
+    rules: Vec<Compiled>,
+    on_digest: regex::RegexSet,
+    on_text: regex::bytes::RegexSet,
+    negated: Bits,
+    /// Rules with a `database` field.
+    by_database: Vec<(usize, String)>,
+    /// Table rules: `schema.table` -> cluster.
+    tables: HashMap<String, Arc<str>>,
+    /// PostgreSQL: unqualified names are in `public`; MySQL: in the session's database.
+    protocol: Protocol,
+}
+
+impl RuleSet {
+    /// The rules of `config` that concern listeners of `protocol`: those naming no
+    /// cluster, or a cluster of that protocol.
+    pub fn compile(config: &Config, protocol: Protocol) -> RuleSet {
+        let ours = |cluster: &str| config.cluster_protocol(cluster) == Some(protocol);
+        let mut digest_patterns = Vec::new();
+        let mut text_patterns = Vec::new();
+        let mut rules = Vec::new();
+        for rule in &config.rules {
+            match &rule.action {
+                RuleAction::Route { cluster, .. } | RuleAction::Mirror { cluster }
+                    if !ours(cluster) =>
+                {
+                    continue;
+                }
+                _ => {}
+            }
+            let on = rule.when.on(&rule.action);
+            let pattern = rule.when.pattern.as_ref().map(|p| {
+                let list = match on {
+                    MatchOn::Digest => &mut digest_patterns,
+                    MatchOn::Text => &mut text_patterns,
+                };
+                list.push(p.clone());
+                (on, list.len() - 1)
+            });
+            let regex = match &rule.action {
+                RuleAction::Rewrite { .. } => rule
+                    .when
+                    .pattern
+                    .as_deref()
+                    .and_then(|p| regex::bytes::Regex::new(p).ok()),
+                _ => None,
+            };
+            rules.push(Compiled {
+                kinds: rule
+                    .when
+                    .kind
+                    .iter()
+                    .filter_map(|k| Kind::from_name(k))
+                    .collect(),
+                rule: rule.clone(),
+                pattern,
+                regex,
+                hits: AtomicU64::new(0),
+            });
+        }
+        // The configuration checked every pattern.
+        let set =
+            |p: &[String]| regex::RegexSet::new(p).unwrap_or_else(|_| regex::RegexSet::empty());
+        let text_set = |p: &[String]| {
+            regex::bytes::RegexSet::new(p).unwrap_or_else(|_| regex::bytes::RegexSet::empty())
+        };
+        let mut negated = Bits::new(rules.len());
+        let mut by_database = Vec::new();
+        for (i, c) in rules.iter().enumerate() {
+            if c.rule.when.negate {
+                negated.set(i);
+            }
+            if let Some(db) = &c.rule.when.database {
+                by_database.push((i, db.clone()));
+            }
+        }
+        let tables = config
+            .tables
+            .values()
+            .filter(|t| ours(&t.cluster))
+            .map(|t| {
+                let name = match (protocol, t.table.contains('.')) {
+                    (Protocol::Postgres, false) => format!("public.{}", t.table),
+                    _ => t.table.clone(),
+                };
+                (name, Arc::from(t.cluster.as_str()))
+            })
+            .collect();
+        RuleSet {
+            on_digest: set(&digest_patterns),
+            on_text: text_set(&text_patterns),
+            rules,
+            negated,
+            by_database,
+            tables,
+            protocol,
+        }
+    }
+
+    /// True when there is nothing to apply: statements need not be looked at for rules.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty() && self.tables.is_empty()
+    }
+
+    /// The session side of the match, computed once per session.
+    pub fn who(&self, user: &str, database: &str, listener: &str, addr: Option<IpAddr>) -> Who {
+        let mut mask = Bits::new(self.rules.len());
+        for (i, c) in self.rules.iter().enumerate() {
+            let w = &c.rule.when;
+            let ok = w.user.as_deref().is_none_or(|u| u == user)
+                && w.listener.as_deref().is_none_or(|l| l == listener)
+                && w.client_address
+                    .is_none_or(|cidr| addr.is_some_and(|a| cidr.contains(a)));
+            if ok {
+                mask.set(i);
+            }
+        }
+        Who {
+            user: user.to_owned(),
+            database: database.to_owned(),
+            listener: listener.into(),
+            addr,
+            mask,
+        }
+    }
+
+    /// What to do with `stmt` (its text `text`), run by `who` in `database` (the
+    /// session's current one).
+    pub fn verdict(&self, stmt: &Statement, text: &[u8], who: &Who, database: &str) -> Verdict {
+        let mut v = Verdict::default();
+        for (i, c) in self.rules.iter().enumerate() {
+            let db_ok = || {
+                self.by_database
+                    .iter()
+                    .find(|(r, _)| *r == i)
+                    .is_none_or(|(_, d)| d == database)
+            };
+            let matched = who.mask.get(i) && stmt.matches.get(i) && db_ok();
+            if matched == self.negated.get(i) {
+                continue;
+            }
+            c.hits.fetch_add(1, Ordering::Relaxed);
+            match &c.rule.action {
+                RuleAction::Block { message } => {
+                    v.block = Some((c.rule.number, Arc::from(message.as_str())));
+                }
+                RuleAction::Route { cluster, role } => {
+                    v.route.get_or_insert(Target {
+                        cluster: Arc::from(cluster.as_str()),
+                        role: *role,
+                    });
+                }
+                RuleAction::Rewrite { replace } => {
+                    if let Some(re) = &c.regex {
+                        let text = v.rewrite.as_deref().unwrap_or(text);
+                        v.rewrite = Some(re.replace_all(text, replace.as_bytes()).into_owned());
+                    }
+                }
+                RuleAction::Mirror { cluster } => {
+                    v.mirror.get_or_insert_with(|| Arc::from(cluster.as_str()));
+                }
+                RuleAction::Timeout(t) => {
+                    v.timeout.get_or_insert(*t);
+                }
+                RuleAction::Log => v.log.push(c.rule.number),
+            }
+            if !c.rule.continues || v.block.is_some() {
+                break;
+            }
+        }
+        if v.route.is_none() && v.block.is_none() {
+            self.table_route(stmt, database, &mut v);
+        }
+        v
+    }
+
+    /// Table rules: the cluster the statement's tables live on, or the cross-cluster
+    /// error when they live on more than one.
+    fn table_route(&self, stmt: &Statement, database: &str, v: &mut Verdict) {
+        if self.tables.is_empty() {
+            return;
+        }
+        let mut found: Vec<(&str, &Arc<str>)> = Vec::new();
+        let mut unruled: Vec<&str> = Vec::new();
+        for t in &stmt.facts.tables {
+            let qualified;
+            let name = if t.contains('.') {
+                t.as_str()
+            } else {
+                let schema = match self.protocol {
+                    Protocol::Postgres => "public",
+                    Protocol::Mysql => database,
+                };
+                qualified = format!("{schema}.{t}");
+                qualified.as_str()
+            };
+            match self.tables.get(name) {
+                Some(c) => found.push((t, c)),
+                None => unruled.push(t),
+            }
+        }
+        let Some((_, first)) = found.first() else {
+            return;
+        };
+        if found.iter().all(|(_, c)| c == first) {
+            v.route = Some(Target {
+                cluster: (*first).clone(),
+                role: None,
+            });
+            return;
+        }
+        let list: Vec<String> = found
+            .iter()
+            .map(|(t, c)| format!("{t} (cluster \"{c}\")"))
+            .collect();
+        v.cross = Some(format!(
+            "the statement names tables of more than one cluster: {}; a statement or transaction runs on one cluster",
+            list.join(", ")
+        ));
+    }
+
+    /// Each rule's number and how many statements it matched.
+    pub fn hits(&self) -> Vec<(usize, u64)> {
+        self.rules
+            .iter()
+            .map(|c| (c.rule.number, c.hits.load(Ordering::Relaxed)))
+            .collect()
+    }
+
+    /// Which rules' statement fields (digest, pattern, tables, kind) `facts` meets.
+    fn statement_matches(
+        &self,
+        facts: &sluice_sql::Facts,
+        text: &[u8],
+        on_digest: &[usize],
+    ) -> Bits {
+        let mut bits = Bits::new(self.rules.len());
+        let on_text: Vec<usize> = if self.on_text.is_empty() {
+            Vec::new()
+        } else {
+            self.on_text.matches(text).into_iter().collect()
+        };
+        for (i, c) in self.rules.iter().enumerate() {
+            let w = &c.rule.when;
+            let pattern_ok = match c.pattern {
+                None => true,
+                Some((MatchOn::Digest, k)) => on_digest.contains(&k),
+                Some((MatchOn::Text, k)) => on_text.contains(&k),
+            };
+            let ok = pattern_ok
+                && w.digest.is_none_or(|d| d == facts.digest)
+                && (c.kinds.is_empty() || c.kinds.contains(&facts.kind))
+                && (w.tables.is_empty()
+                    || w.tables
+                        .iter()
+                        .any(|want| facts.tables.iter().any(|t| same_table(want, t))));
+            if ok {
+                bits.set(i);
+            }
+        }
+        bits
+    }
+
+    /// The digest patterns `digest_text` matches.
+    fn digest_matches(&self, digest_text: &str) -> Vec<usize> {
+        if self.on_digest.is_empty() {
+            return Vec::new();
+        }
+        self.on_digest.matches(digest_text).into_iter().collect()
+    }
+}
+
+/// A rule's table and a statement's name the same table: equal, or equal after the one
+/// qualified is stripped of its schema.
+fn same_table(rule: &str, named: &str) -> bool {
+    let bare = |s: &str| s.rsplit('.').next().unwrap_or(s).to_owned();
+    rule == named
+        || (!rule.contains('.') && bare(named) == rule)
+        || (!named.contains('.') && bare(rule) == named)
+}
+
+#[cfg(test)]
+mod tests;
