@@ -24,6 +24,8 @@ pub enum Kind {
     Desync,
     /// Not supported by Sluice.
     Unsupported,
+    /// Refused by a rule or the firewall.
+    Denied,
     /// Sluice is shutting down.
     Shutdown,
     Io,
@@ -77,6 +79,7 @@ impl Error {
             Kind::ServerGone => "08006",
             Kind::Desync => "08P01",
             Kind::Unsupported => "0A000",
+            Kind::Denied => "42501",
             Kind::Shutdown => "57P01",
             Kind::Io => "08006",
         }

@@ -21,14 +21,21 @@ pub struct ProtoState<C: crate::mux::MuxConn> {
     pub pools: Pools<C>,
     pub muxes: crate::mux::Muxes<C>,
     pub effects: crate::session::effects::EffectCache,
+    /// Its query rules and table rules (rules/).
+    pub rules: ArcSwap<crate::rules::Rules>,
 }
 
 impl<C: crate::mux::MuxConn> ProtoState<C> {
-    fn new(dialect: sluice_sql::Dialect) -> Self {
+    fn new(dialect: sluice_sql::Dialect, config: &Config) -> Self {
+        let protocol = match dialect {
+            sluice_sql::Dialect::Postgres => sluice_config::Protocol::Postgres,
+            sluice_sql::Dialect::MySql => sluice_config::Protocol::Mysql,
+        };
         ProtoState {
             pools: Pools::default(),
             muxes: Default::default(),
             effects: crate::session::effects::EffectCache::new(dialect),
+            rules: ArcSwap::from_pointee(crate::rules::Rules::new(config, protocol)),
         }
     }
 
@@ -104,9 +111,9 @@ impl Shared {
             topology: crate::topology::Topologies::new(&config),
             tickets: Default::default(),
             schema_epoch: Default::default(),
+            pg: ProtoState::new(sluice_sql::Dialect::Postgres, &config),
+            my: ProtoState::new(sluice_sql::Dialect::MySql, &config),
             config: ArcSwap::from_pointee(config),
-            pg: ProtoState::new(sluice_sql::Dialect::Postgres),
-            my: ProtoState::new(sluice_sql::Dialect::MySql),
             cancels: Arc::new(crate::session::cancel::Registry::default()),
             pins: PinCounters::default(),
             holders: Default::default(),

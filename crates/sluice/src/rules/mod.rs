@@ -23,6 +23,25 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+/// One protocol's rules with the cache of what its statements match.
+pub struct Rules {
+    pub set: RuleSet,
+    pub cache: StatementCache,
+}
+
+impl Rules {
+    pub fn new(config: &Config, protocol: Protocol) -> Rules {
+        let dialect = match protocol {
+            Protocol::Postgres => sluice_sql::Dialect::Postgres,
+            Protocol::Mysql => sluice_sql::Dialect::MySql,
+        };
+        Rules {
+            set: RuleSet::compile(config, protocol),
+            cache: StatementCache::new(dialect),
+        }
+    }
+}
+
 /// A set of rules as bits, one per rule in file order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Bits(Vec<u64>);
@@ -57,7 +76,7 @@ pub struct Who {
 
 /// Where a statement goes when a rule or a table rule says so.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
+pub struct Destination {
     pub cluster: Arc<str>,
     /// `None`: as the listener's route would (split: by what the statement does).
     pub role: Option<TargetRole>,
@@ -69,7 +88,7 @@ pub struct Verdict {
     /// Refused: the rule's number and message.
     pub block: Option<(usize, Arc<str>)>,
     /// Sent elsewhere.
-    pub route: Option<Target>,
+    pub route: Option<Destination>,
     /// Names tables of more than one cluster: refused with this message.
     pub cross: Option<String>,
     /// Run as this text instead.
@@ -225,8 +244,15 @@ impl RuleSet {
     }
 
     /// What to do with `stmt` (its text `text`), run by `who` in `database` (the
-    /// session's current one).
-    pub fn verdict(&self, stmt: &Statement, text: &[u8], who: &Who, database: &str) -> Verdict {
+    /// session's current one); `count`: add to the matching rules' hit counts.
+    pub fn verdict(
+        &self,
+        stmt: &Statement,
+        text: &[u8],
+        who: &Who,
+        database: &str,
+        count: bool,
+    ) -> Verdict {
         let mut v = Verdict::default();
         for (i, c) in self.rules.iter().enumerate() {
             let db_ok = || {
@@ -235,17 +261,20 @@ impl RuleSet {
                     .find(|(r, _)| *r == i)
                     .is_none_or(|(_, d)| d == database)
             };
-            let matched = who.mask.get(i) && stmt.matches.get(i) && db_ok();
-            if matched == self.negated.get(i) {
+            // `negate` turns the statement's fields round, not the session's.
+            let statement = stmt.matches.get(i) != self.negated.get(i);
+            if !(statement && who.mask.get(i) && db_ok()) {
                 continue;
             }
-            c.hits.fetch_add(1, Ordering::Relaxed);
+            if count {
+                c.hits.fetch_add(1, Ordering::Relaxed);
+            }
             match &c.rule.action {
                 RuleAction::Block { message } => {
                     v.block = Some((c.rule.number, Arc::from(message.as_str())));
                 }
                 RuleAction::Route { cluster, role } => {
-                    v.route.get_or_insert(Target {
+                    v.route.get_or_insert(Destination {
                         cluster: Arc::from(cluster.as_str()),
                         role: *role,
                     });
@@ -303,7 +332,7 @@ impl RuleSet {
             return;
         };
         if found.iter().all(|(_, c)| c == first) {
-            v.route = Some(Target {
+            v.route = Some(Destination {
                 cluster: (*first).clone(),
                 role: None,
             });

@@ -38,6 +38,10 @@ impl StatementCache {
         }
     }
 
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
     /// The statement `text`, as `rules` see it.
     pub fn get(&self, rules: &RuleSet, text: &[u8]) -> Arc<Statement> {
         let key = xxhash_rust::xxh3::xxh3_128(text);

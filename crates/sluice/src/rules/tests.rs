@@ -40,7 +40,7 @@ fn judge(rules: &RuleSet, sql: &str, who: &Who) -> Verdict {
     };
     let cache = StatementCache::new(dialect);
     let stmt = cache.get(rules, sql.as_bytes());
-    rules.verdict(&stmt, sql.as_bytes(), who, &who.database.clone())
+    rules.verdict(&stmt, sql.as_bytes(), who, &who.database.clone(), true)
 }
 
 #[test]
@@ -81,7 +81,7 @@ timeout = "1s"
     assert_eq!(v.log, [2]);
     assert_eq!(
         v.route,
-        Some(Target {
+        Some(Destination {
             cluster: "analytics".into(),
             role: Some(TargetRole::Replica)
         })
@@ -99,9 +99,10 @@ fn session_fields_and_negate() {
         r#"
 [[rules]]
 client_address = "10.0.0.0/8"
+kind = ["select", "show"]
 negate = true
 action = "block"
-message = "only from 10/8"
+message = "10/8 only reads"
 
 [[rules]]
 database = "reports"
@@ -111,9 +112,10 @@ action = "log"
     );
     let inside = r.who("u", "reports", "pg", "10.1.2.3".parse().ok());
     let outside = r.who("u", "reports", "pg", "192.168.0.1".parse().ok());
-    assert!(judge(&r, "select 1", &outside).block.is_some());
+    assert!(judge(&r, "delete from t", &inside).block.is_some());
     let v = judge(&r, "select 1", &inside);
     assert_eq!((v.block, v.log), (None, vec![2]));
+    assert_eq!(judge(&r, "delete from t", &outside).log, [2]);
     let elsewhere = r.who("u", "app", "pg", "10.1.2.3".parse().ok());
     assert!(judge(&r, "select 1", &elsewhere).is_plain());
 }
@@ -169,7 +171,7 @@ cluster = "main"
     );
     let who = r.who("u", "d", "pg", None);
     let to = |c: &str| {
-        Some(Target {
+        Some(Destination {
             cluster: c.into(),
             role: None,
         })

@@ -69,6 +69,11 @@ pub struct Core<C: PoolConn> {
     pub lost_tx: Option<Error>,
     /// What the request being routed is (split routes; a write otherwise).
     class: sluice_sql::Class,
+    /// The session's view of the query rules, when any apply (session/judge.rs).
+    pub judging: Option<Box<super::judge::Judging>>,
+    /// Where a rule or table rule sends the request being routed (None: the
+    /// listener's cluster).
+    pub target: Option<crate::rules::Destination>,
 }
 
 /// What a session knows when it starts relaying.
@@ -79,6 +84,7 @@ pub struct Seat<C: PoolConn> {
     pub lease: Option<Lease<C>>,
     pub route: RouteMark,
     pub max_message: usize,
+    pub judging: Option<Box<super::judge::Judging>>,
 }
 
 impl<C: PoolConn> Core<C> {
@@ -105,6 +111,8 @@ impl<C: PoolConn> Core<C> {
             retried: false,
             lost_tx: None,
             class: sluice_sql::Class::Write,
+            judging: seat.judging,
+            target: None,
         }
     }
 
@@ -393,10 +401,12 @@ fn timed_out<R: Relay>(r: &mut R) -> Result<(), End> {
 /// replica would serve once it has replayed the session's last write waits for that up
 /// to `read_your_writes_timeout`, then goes to the primary); in session mode, a session
 /// whose server is no longer its route's (a primary demoted in place) ends.
+/// A request that a rule sends to a cluster the session cannot reach now is refused
+/// with the error returned (`Ok(Some)`); nothing was sent anywhere.
 pub async fn route<R: Relay>(
     r: &mut R,
     class: impl FnOnce(&R) -> sluice_sql::Class,
-) -> Result<(), End> {
+) -> Result<Option<Error>, End> {
     let between = r.between_requests() && r.muxed.is_none();
     if r.tx_mode() && r.lease.is_none() && between {
         let class = if r.cfg.route.kind == sluice_config::RouteKind::Split {
@@ -408,8 +418,13 @@ pub async fn route<R: Relay>(
         let mut deadline = None;
         loop {
             let seen = r.shared.topology.snapshot().generation;
-            let Some(catch_up) = reroute_now(r) else {
-                break;
+            let catch_up = match reroute_now(r) {
+                Ok(None) => break,
+                Ok(Some(c)) => c,
+                Err(stuck) => {
+                    let e = Error::new(Kind::ServerGone, Side::Server, stuck);
+                    return Ok(Some(e.with_sqlstate("08001")));
+                }
             };
             let now = tokio::time::Instant::now();
             let until = *deadline.get_or_insert(now + r.cfg.route.read_your_writes_timeout);
@@ -427,12 +442,13 @@ pub async fn route<R: Relay>(
             return Err(End::Failed(super::reroute::demoted(&core.cfg, server)));
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Asks the session's route again (session/reroute.rs) and moves it to the pool it
-/// names; returns whether its read would rather wait for a replica.
-fn reroute_now<R: Relay>(r: &mut R) -> Option<super::reroute::CatchUp> {
+/// names; returns whether its read would rather wait for a replica, or why it cannot
+/// go where a rule sends it.
+fn reroute_now<R: Relay>(r: &mut R) -> Result<Option<super::reroute::CatchUp>, String> {
     let core: &mut Core<R::Conn> = r;
     let pools = (R::pools(&core.shared), &core.pool);
     let next = super::reroute::reroute(
@@ -440,13 +456,16 @@ fn reroute_now<R: Relay>(r: &mut R) -> Option<super::reroute::CatchUp> {
         &core.cfg,
         pools,
         &mut core.route,
-        core.class,
+        (core.class, core.target.as_ref()),
         (R::retarget, R::newer_login),
     );
+    if let Some(stuck) = next.stuck {
+        return Err(stuck);
+    }
     if let Some(p) = next.pool {
         core.pool = p;
     }
-    next.catch_up
+    Ok(next.catch_up)
 }
 
 /// Takes a server connection from the session's pool. When its server cannot be
@@ -473,7 +492,7 @@ pub async fn lease<R: Relay>(r: &mut R) -> Result<Lease<R::Conn>, LoginError> {
     loop {
         let seen = r.shared.topology.snapshot();
         let (seen, now_routes) = (seen.generation, seen.routes);
-        reroute_now(r);
+        let _ = reroute_now(r);
         if !Arc::ptr_eq(&r.pool, &pool) {
             tracing::info!(client = r.id(), %server, to = %r.pool.key.server, "server unreachable: the request goes to another");
             return r.pool.clone().lease().await;

@@ -5,6 +5,7 @@
 pub mod cancel;
 pub mod driver;
 pub mod effects;
+pub mod judge;
 pub mod ledger;
 pub mod lost;
 pub mod mysql;

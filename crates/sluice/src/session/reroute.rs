@@ -16,9 +16,10 @@ use super::plan::{Want, in_use, pool_on, target_for};
 use crate::backend::Target;
 use crate::pool::{Pool, PoolConn, PoolKey, Pools};
 use crate::router::Ask;
+use crate::rules::Destination;
 use crate::shared::Shared;
 use crate::topology::{Role, Topology};
-use sluice_config::{Listener, Route, RouteKind};
+use sluice_config::{Listener, Route, RouteKind, TargetRole};
 use sluice_sql::Class;
 use std::sync::Arc;
 use std::time::Instant;
@@ -43,6 +44,8 @@ pub struct RouteMark {
     /// A read lost its connection on the server at this address: the next pick avoids
     /// it (once).
     avoid: Option<String>,
+    /// The cluster its pool is on, when a rule sent it off the listener's.
+    cluster: Option<Arc<str>>,
 }
 
 impl RouteMark {
@@ -53,6 +56,11 @@ impl RouteMark {
             ticket: shared.tickets.last(&listener.name),
             ..RouteMark::default()
         }
+    }
+
+    /// The cluster the session's pool is on, when not the listener's.
+    pub fn cluster(&self) -> Option<&str> {
+        self.cluster.as_deref()
     }
 
     /// The session's read lost its connection on the server at `addr`: its next pick is
@@ -179,6 +187,9 @@ pub enum CatchUp {
 pub struct Rerouted<C: PoolConn> {
     pub pool: Option<Arc<Pool<C>>>,
     pub catch_up: Option<CatchUp>,
+    /// A rule sends the request to another cluster, and the session cannot go there:
+    /// why (the request is refused with it rather than run where it should not).
+    pub stuck: Option<String>,
 }
 
 /// The route asked again (see [`Rerouted`]). The pool is None when nothing changed,
@@ -195,25 +206,28 @@ pub fn reroute<C: PoolConn>(
     listener: &Listener,
     (pools, pool): (&Pools<C>, &Arc<Pool<C>>),
     mark: &mut RouteMark,
-    class: Class,
+    (class, target): (Class, Option<&Destination>),
     openers: (
         impl FnOnce(&C::Opener, Target) -> C::Opener,
         impl FnOnce(&C::Opener, &C::Opener) -> bool,
     ),
 ) -> Rerouted<C> {
     let topology = shared.topology.snapshot();
+    let cluster: &str = target.map_or(&listener.cluster, |t| &t.cluster);
+    let moves = mark.cluster.as_deref().unwrap_or(&listener.cluster) != cluster;
     let split = listener.route.kind == RouteKind::Split;
     let none = Rerouted {
         pool: None,
         catch_up: None,
+        stuck: None,
     };
-    if topology.routes == mark.generation && !split && mark.avoid.is_none() {
+    if topology.routes == mark.generation && !split && mark.avoid.is_none() && !moves {
         return none;
     }
     mark.generation = topology.routes;
     let config = shared.config.load();
     let avoid = mark.avoid.take().and_then(|addr| {
-        let c = topology.clusters.get(&listener.cluster)?;
+        let c = topology.clusters.get(cluster)?;
         c.servers.iter().position(|v| {
             config
                 .servers
@@ -221,26 +235,62 @@ pub fn reroute<C: PoolConn>(
                 .is_some_and(|s| format!("{}:{}", s.host, s.port) == addr)
         })
     });
-    let (route, mut ask) = if split {
-        mark.ask(&listener.route, class, &topology, &listener.cluster)
-    } else {
-        let ask = Ask {
-            ticket: mark.ticket,
-            min_position: None,
-            avoid: None,
-        };
-        (listener.route.clone(), ask)
+    let plain = Ask {
+        ticket: mark.ticket,
+        min_position: None,
+        avoid: None,
+    };
+    let (route, mut ask) = match target.and_then(|t| t.role) {
+        Some(TargetRole::Primary) => (Route::default(), plain),
+        Some(TargetRole::Replica) => (
+            Route {
+                kind: RouteKind::ReadOnly,
+                strategy: sluice_config::Strategy::RoundRobin,
+                ..Route::default()
+            },
+            plain,
+        ),
+        None if split => mark.ask(&listener.route, class, &topology, cluster),
+        None => (listener.route.clone(), plain),
     };
     ask.avoid = avoid;
     let uses = |name: &str| in_use(shared, &config, name);
-    let Ok(picked) = crate::router::pick(&route, &topology, &listener.cluster, ask, &uses) else {
-        return none;
+    let picked = match crate::router::pick(&route, &topology, cluster, ask, &uses) {
+        Ok(p) => p,
+        // The lease fails or waits as it would on the session's own cluster.
+        Err(_) if !moves => return none,
+        Err(why) => {
+            return Rerouted {
+                stuck: Some(why.describe(cluster)),
+                ..none
+            };
+        }
     };
-    let catch_up = (split && class != Class::Write && picked.role == Role::Primary)
-        .then(|| mark.catch_up(listener, &topology, &uses))
-        .flatten();
+    let catch_up =
+        (split && target.is_none() && class != Class::Write && picked.role == Role::Primary)
+            .then(|| mark.catch_up(listener, &topology, &uses))
+            .flatten();
     let pool = pool_of(shared, listener, (pools, pool), mark, picked, openers);
-    Rerouted { pool, catch_up }
+    if moves && pool.is_none() && pool_server(mark) != Some(picked.name.as_ref()) {
+        // A pass-through pool without auth_user cannot log in elsewhere.
+        return Rerouted {
+            stuck: Some(format!(
+                "Sluice cannot log in to cluster \"{cluster}\" for this user (a pass-through listener needs auth_user for rules that route to other clusters)"
+            )),
+            ..none
+        };
+    }
+    mark.cluster = (cluster != listener.cluster).then(|| Arc::from(cluster));
+    Rerouted {
+        pool,
+        catch_up,
+        stuck: None,
+    }
+}
+
+/// The server the session's pool is on, as the router names it.
+fn pool_server(mark: &RouteMark) -> Option<&str> {
+    mark.on.as_ref().map(|(name, _)| name.as_ref())
 }
 
 /// The pool of the same key as `pool` on the server `picked`, if not `pool` itself.

@@ -166,6 +166,13 @@ pub(super) async fn finish(
         lease,
         route: crate::session::reroute::RouteMark::at_login(shared, &ctx.cfg),
         max_message: max,
+        judging: crate::session::judge::Judging::at_login(
+            &shared.my.rules,
+            &a.user,
+            &a.database,
+            &ctx.cfg.name,
+            c.stream.tcp().peer_addr().ok().map(|a| a.ip()),
+        ),
     };
     if seat.mode == PoolMode::Transaction
         && let Some(l) = seat.lease.take()

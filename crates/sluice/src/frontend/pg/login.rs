@@ -253,6 +253,13 @@ pub async fn login(
         lease,
         route: crate::session::reroute::RouteMark::at_login(shared, &ctx.cfg),
         max_message: target.max_message,
+        judging: crate::session::judge::Judging::at_login(
+            &shared.pg.rules,
+            &user,
+            &database,
+            &ctx.cfg.name,
+            c.stream.tcp().peer_addr().ok().map(|a| a.ip()),
+        ),
     };
     if seat.mode == PoolMode::Transaction
         && let Some(mut l) = seat.lease.take()

@@ -17,6 +17,8 @@ pub fn error_code(e: &Error) -> (u16, &'static str) {
         Kind::PoolTimeout => (consts::ER_CON_COUNT_ERROR, "08004"),
         Kind::Protocol => (consts::ER_UNKNOWN_COM_ERROR, "08S01"),
         Kind::Unsupported => (1235, "42000"),
+        // ER_TABLEACCESS_DENIED_ERROR's code and state, Sluice's own message.
+        Kind::Denied => (1142, "42000"),
         Kind::Shutdown => (1053, "08S01"),
         Kind::ServerGone | Kind::Desync | Kind::Io => (consts::CR_SERVER_LOST, "HY000"),
     }

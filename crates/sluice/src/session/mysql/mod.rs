@@ -13,6 +13,7 @@ mod hooks;
 pub mod kill;
 mod muxed;
 mod route;
+mod rules;
 mod state;
 mod stmts;
 
@@ -229,6 +230,13 @@ impl Relay {
             if !self.c_cont {
                 self.c_logical = 0;
                 if self.incoming == Incoming::Command {
+                    len = match self.apply_rules(len, seq) {
+                        self::rules::Ruled::Go(len) => len,
+                        self::rules::Ruled::Answered => {
+                            self.core.io.cbuf.advance(4 + len);
+                            continue;
+                        }
+                    };
                     len = self.own_session_id(len);
                     len = self.change_user_anew(len);
                     match self.command(len, seq).await? {
@@ -322,7 +330,11 @@ impl Relay {
                 }
             }
         }
-        crate::session::driver::route(self, |r| r.class_of(cmd, len)).await?;
+        if let Some(e) = crate::session::driver::route(self, |r| r.class_of(cmd, len)).await? {
+            // A rule sends it to a cluster the session cannot reach now.
+            queue_error(&mut self.core.io.to_client, answer_seq, &e);
+            return Ok(Cmd::Consumed);
+        }
         let kill = match self.kill_target(cmd, len) {
             self::kill::Kill::NotOurs => None,
             self::kill::Kill::Answered => return Ok(Cmd::Consumed),

@@ -52,14 +52,24 @@ impl Relay {
         let Some(new) = sluice_sql::session_id::rewrite(sql, dialect, self.s.id) else {
             return len;
         };
-        if new.len() + 1 >= packet::MAX_PAYLOAD {
+        match cmd {
+            Some(cmd) => self.replace_command(cmd, len, &new),
+            None => len,
+        }
+    }
+
+    /// Puts command `cmd` with `text` in place of the client's command (`len` bytes at
+    /// the start of its buffer); returns the new length (the old one when the text
+    /// would not fit one packet).
+    pub(super) fn replace_command(&mut self, cmd: u8, len: usize, text: &[u8]) -> usize {
+        if text.len() + 1 >= packet::MAX_PAYLOAD || self.core.io.cbuf.len() < 4 + len {
             return len;
         }
         let rest = self.core.io.cbuf.split_off(4 + len);
         self.core.io.cbuf.clear();
-        let mut p = Vec::with_capacity(new.len() + 1);
-        p.extend(cmd);
-        p.extend_from_slice(&new);
+        let mut p = Vec::with_capacity(text.len() + 1);
+        p.push(cmd);
+        p.extend_from_slice(text);
         let mut seq = 0;
         packet::write_packet(&mut self.core.io.cbuf, &mut seq, &p);
         self.core.io.cbuf.unsplit(rest);

@@ -9,6 +9,7 @@ use crate::backend::pg::LoginError;
 use crate::error::Error;
 use crate::session::driver::{self, End};
 use crate::session::effects::Effects;
+use crate::session::judge::Judged;
 use bytes::{Buf, Bytes, BytesMut};
 use sluice_sql::Effect;
 use sluice_wire_pg::Item;
@@ -82,18 +83,39 @@ impl Relay {
                     buf.advance(5);
                 }
                 Item::Whole(h) => {
+                    let mut ruled = None;
                     if known_tag(h.tag) {
+                        match self.judge_frame(h.tag, &buf[5..h.frame_len]) {
+                            Judged::Run => {}
+                            Judged::Rewrite(frame) => ruled = Some(BytesMut::from(&frame[..])),
+                            Judged::Refuse(e) => {
+                                self.refuse(h.tag, &e);
+                                buf.advance(h.frame_len);
+                                continue;
+                            }
+                        }
                         self.keep_for_retry(h.tag, buf, h.frame_len);
+                        if ruled.is_some() {
+                            // A rewritten request is not sent again as the client wrote it.
+                            self.core.retry = None;
+                        }
                         let body = &buf[5..h.frame_len];
-                        let routed = driver::route(self, |r| r.class_of(h.tag, body)).await;
-                        if let Err(end) = routed {
-                            return Ok(Some(end));
+                        match driver::route(self, |r| r.class_of(h.tag, body)).await {
+                            Err(end) => return Ok(Some(end)),
+                            Ok(Some(e)) => {
+                                self.core.retry = None;
+                                self.refuse(h.tag, &e);
+                                buf.advance(h.frame_len);
+                                continue;
+                            }
+                            Ok(None) => {}
                         }
                     }
+                    let own = ruled.as_deref().unwrap_or(&buf[..h.frame_len]);
                     let rewritten = if self.tx_mode() && matches!(h.tag, fe::QUERY | fe::PARSE) {
-                        self.own_pids(h.tag, &buf[..h.frame_len])
+                        self.own_pids(h.tag, own).or(ruled)
                     } else {
-                        None
+                        ruled
                     };
                     let muxed = match h.tag {
                         _ if rewritten.is_some() => None,
@@ -161,12 +183,14 @@ impl Relay {
         let t = self.token();
         let (code, text) = (e.sqlstate(), e.message.clone());
         let end_now = matches!(tag, fe::QUERY | fe::SYNC | fe::FUNCTION_CALL);
+        // Inside a transaction (a rule refused a statement of it) the transaction goes on.
+        let status = self.status;
         self.tracker.push(
             TKind::Query,
             synthetic(|b| {
                 encode::error(b, Severity::Error, code, &text);
                 if end_now {
-                    encode::ready_for_query(b, b'I');
+                    encode::ready_for_query(b, status);
                 }
             }),
             t,
@@ -191,9 +215,10 @@ impl Relay {
             if tag == fe::SYNC {
                 self.skip_to_sync = false;
                 let t = self.token();
+                let status = self.status;
                 self.tracker.push(
                     TKind::Sync,
-                    synthetic(|b| encode::ready_for_query(b, b'I')),
+                    synthetic(|b| encode::ready_for_query(b, status)),
                     t,
                 );
             }

@@ -10,6 +10,7 @@ mod muxed;
 mod pids;
 pub mod replay;
 mod route;
+mod rules;
 mod server;
 mod stmts;
 

@@ -1,0 +1,126 @@
+//! The rules asked about each statement a client runs, before it is routed: written
+//! once for both protocols. The protocol hands over the statement's text (a simple
+//! query, a statement being prepared, or the text of the prepared statement being run)
+//! and acts on the answer in its own terms: a refusal becomes an error answer and the
+//! session goes on, a rewrite a new frame; a route sets where the driver sends the
+//! transaction the statement starts (see driver::route).
+
+use super::driver::Core;
+use crate::error::{Error, Kind, Side};
+use crate::pool::PoolConn;
+use crate::rules::{Destination, Rules, Who};
+use sluice_config::PoolMode;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+/// A session's view of the rules: the rules as they were at login and the session's
+/// side of their match fields. Only sessions with rules to apply carry one.
+pub struct Judging {
+    rules: Arc<Rules>,
+    who: Who,
+}
+
+impl Judging {
+    /// What a session logging in with these names needs (None: no rules apply).
+    pub fn at_login(
+        rules: &arc_swap::ArcSwap<Rules>,
+        user: &str,
+        database: &str,
+        listener: &str,
+        addr: Option<IpAddr>,
+    ) -> Option<Box<Judging>> {
+        let rules = rules.load_full();
+        if rules.set.is_empty() {
+            return None;
+        }
+        let who = rules.set.who(user, database, listener, addr);
+        Some(Box::new(Judging { rules, who }))
+    }
+}
+
+/// What the session does with a statement.
+#[derive(Debug)]
+pub enum Judged {
+    /// Run it as it is (to `Core::target` when a rule or table rule routes it).
+    Run,
+    /// Run this text instead.
+    Rewrite(Vec<u8>),
+    /// Answer this error instead; nothing reaches a server.
+    Refuse(Error),
+}
+
+/// Asks the rules about the statement `sql` the client is about to run in `database`.
+/// `again`: the text of a statement prepared before (its verdict was counted and
+/// logged when it was prepared; only where it goes is asked again).
+pub fn judge<C: PoolConn>(core: &mut Core<C>, sql: &[u8], database: &str, again: bool) -> Judged {
+    core.target = None;
+    let Some(j) = core.judging.as_deref() else {
+        return Judged::Run;
+    };
+    let stmt = j.rules.cache.get(&j.rules.set, sql);
+    let v = j.rules.set.verdict(&stmt, sql, &j.who, database, !again);
+    if v.is_plain() {
+        return Judged::Run;
+    }
+    if !again {
+        for rule in &v.log {
+            tracing::info!(
+                rule,
+                user = %j.who.user,
+                listener = %j.who.listener,
+                digest = %format_args!("{:#018x}", stmt.facts.digest),
+                text = %stmt.facts.digest_text,
+                "statement matched a log rule"
+            );
+        }
+    }
+    if let Some((rule, message)) = v.block {
+        tracing::debug!(rule, user = %j.who.user, "statement blocked");
+        return Judged::Refuse(Error::new(Kind::Denied, Side::Client, message.to_string()));
+    }
+    if let Some(cross) = v.cross {
+        return Judged::Refuse(Error::new(Kind::Unsupported, Side::Client, cross));
+    }
+    if let Some(t) = v.route {
+        if let Err(e) = may_move(core, &t) {
+            return Judged::Refuse(e);
+        }
+        core.target = Some(t);
+    }
+    match v.rewrite {
+        Some(text) if sluice_sql::facts(&text, j.rules.cache.dialect()).several => {
+            Judged::Refuse(Error::new(
+                Kind::Denied,
+                Side::Client,
+                "a rewrite rule made this statement into more than one; it was not sent",
+            ))
+        }
+        Some(text) => Judged::Rewrite(text),
+        None => Judged::Run,
+    }
+}
+
+/// Whether the session can run a statement on `t`'s cluster: it can move there unless
+/// it holds a server connection on another cluster (inside a transaction, pinned, or
+/// in session mode).
+fn may_move<C: PoolConn>(core: &Core<C>, t: &Destination) -> Result<(), Error> {
+    let on = core.route.cluster().unwrap_or(&core.cfg.cluster);
+    if *t.cluster == *on {
+        return Ok(());
+    }
+    let why = match core.mode {
+        PoolMode::Session => "a session-mode session stays on one cluster",
+        _ if core.lease.is_some() => {
+            "a transaction (or a session holding its server connection) runs on one cluster; a cross-cluster transaction is not supported"
+        }
+        _ => return Ok(()),
+    };
+    Err(Error::new(
+        Kind::Unsupported,
+        Side::Client,
+        format!(
+            "this statement goes to cluster \"{}\" but the session runs on cluster \"{on}\": {why}",
+            t.cluster
+        ),
+    ))
+}

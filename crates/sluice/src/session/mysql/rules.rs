@@ -1,0 +1,80 @@
+//! The query rules for MySQL commands (see session/judge.rs): COM_QUERY and
+//! COM_STMT_PREPARE are judged by their text, COM_STMT_EXECUTE by the text of the
+//! statement it runs (where it goes only: the statement was judged when prepared). A
+//! refusal is the command's answer (an ERR), a rewrite replaces the command's text.
+
+use super::Relay;
+use super::errors::queue_error;
+use crate::session::judge::{self, Judged};
+use sluice_wire_mysql::{consts, packet};
+
+/// What the rules made of a command.
+pub(super) enum Ruled {
+    /// Go on with the command, now `len` bytes long.
+    Go(usize),
+    /// Answered (refused): the command is to be dropped.
+    Answered,
+}
+
+impl Relay {
+    /// Applies the rules to the client's command (`len` bytes at the start of its
+    /// buffer, sequence id `seq`). Commands Sluice answers otherwise are left alone.
+    pub(super) fn apply_rules(&mut self, len: usize, seq: u8) -> Ruled {
+        if self.core.judging.is_none()
+            || len == 0
+            || len >= packet::MAX_PAYLOAD
+            || seq != 0
+            || self.core.lost_tx.is_some()
+        {
+            return Ruled::Go(len);
+        }
+        let Some(&cmd) = self.core.io.cbuf.get(4) else {
+            return Ruled::Go(len);
+        };
+        let answer_seq = seq.wrapping_add(1);
+        let database = self.current_database();
+        let cbuf = std::mem::take(&mut self.core.io.cbuf);
+        let payload = cbuf.get(5..4 + len).unwrap_or_default();
+        let judged = match cmd {
+            consts::COM_QUERY | consts::COM_STMT_PREPARE => {
+                judge::judge(&mut self.core, payload, &database, false)
+            }
+            consts::COM_STMT_EXECUTE => {
+                let stmt = cbuf
+                    .get(4..4 + len)
+                    .and_then(super::state::stmt_id)
+                    .and_then(|id| self.stmts.map.get(&id));
+                match stmt {
+                    Some(st) => match judge::judge(&mut self.core, &st.sql, &database, true) {
+                        Judged::Rewrite(_) => Judged::Run,
+                        j => j,
+                    },
+                    None => Judged::Run,
+                }
+            }
+            _ => {
+                self.core.target = None;
+                Judged::Run
+            }
+        };
+        self.core.io.cbuf = cbuf;
+        match judged {
+            Judged::Run => Ruled::Go(len),
+            Judged::Rewrite(text) => Ruled::Go(self.replace_command(cmd, len, &text)),
+            Judged::Refuse(e) => {
+                queue_error(&mut self.core.io.to_client, answer_seq, &e);
+                Ruled::Answered
+            }
+        }
+    }
+
+    /// The session's current database: the last USE (or COM_INIT_DB) it made, else the
+    /// one it logged in with.
+    fn current_database(&self) -> String {
+        let used = self.core.ledger.sets.get("schema").and_then(|sql| {
+            let mut tokens = sluice_sql::Tokens::new_in(sql.as_bytes(), sluice_sql::Dialect::MySql);
+            tokens.nth(1).and_then(|t| t.ident())
+        });
+        used.unwrap_or_else(|| self.core.pool.key.database.clone())
+    }
+}

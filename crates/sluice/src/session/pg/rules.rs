@@ -1,0 +1,70 @@
+//! The query rules for PostgreSQL requests (see session/judge.rs): a Query or Parse is
+//! judged by its text, a Bind by the text of the statement it binds (where it goes
+//! only: the statement was judged when it was prepared). A rewrite gives the frame to
+//! send instead.
+
+use super::Relay;
+use crate::session::judge::{self, Judged};
+use bytes::BytesMut;
+use sluice_wire_pg::encode;
+use sluice_wire_pg::msg::{self, fe};
+
+impl Relay {
+    /// What the rules say of the request `tag` / `body`; a rewrite comes back as the
+    /// whole frame to send.
+    pub(super) fn judge_frame(&mut self, tag: u8, body: &[u8]) -> Judged {
+        if self.core.judging.is_none() {
+            return Judged::Run;
+        }
+        // Requests skipped or answered by Sluice are not judged.
+        if self.skip_to_sync || self.aborted.is_some() || self.core.lost_tx.is_some() {
+            return Judged::Run;
+        }
+        let database = self.core.pool.key.database.clone();
+        let judged = match tag {
+            fe::QUERY => match msg::query_text(body) {
+                Some(sql) => judge::judge(&mut self.core, sql, &database, false),
+                None => Judged::Run,
+            },
+            fe::PARSE => match msg::parse(body) {
+                Some((_, sql, _)) => judge::judge(&mut self.core, sql, &database, false),
+                None => Judged::Run,
+            },
+            fe::BIND => {
+                let Some((_, name, _)) = msg::bind(body) else {
+                    return Judged::Run;
+                };
+                let sql = match self.stmts.query(name) {
+                    Some(q) => q,
+                    None if name.is_empty() => match self.unnamed.get() {
+                        Some((q, _)) => q,
+                        None => return Judged::Run,
+                    },
+                    None => return Judged::Run,
+                };
+                match judge::judge(&mut self.core, sql, &database, true) {
+                    // What a rewrite makes of it was sent at Parse.
+                    Judged::Rewrite(_) => Judged::Run,
+                    j => j,
+                }
+            }
+            _ => Judged::Run,
+        };
+        match judged {
+            Judged::Rewrite(text) => {
+                let mut frame = BytesMut::new();
+                match tag {
+                    fe::PARSE => {
+                        let Some((name, _, types)) = msg::parse(body) else {
+                            return Judged::Run;
+                        };
+                        encode::parse(&mut frame, name, &text, types);
+                    }
+                    _ => encode::query(&mut frame, &text),
+                }
+                Judged::Rewrite(frame.to_vec())
+            }
+            j => j,
+        }
+    }
+}

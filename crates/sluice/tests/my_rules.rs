@@ -1,0 +1,93 @@
+//! Query rules on MariaDB: block (ERR 1142, the connection goes on), rewrite, kind,
+//! listener and database fields, through text queries and prepared statements.
+
+mod common;
+
+use common::my::*;
+use mysql_async::prelude::*;
+
+const RULES: &str = r#"
+[[rules]]
+pattern = "^DELETE FROM \\S+$"
+user = "app"
+action = "block"
+message = "DELETE without WHERE is not allowed here"
+
+[[rules]]
+pattern = "SLEEP\\(\\d+\\)"
+match_on = "text"
+action = "rewrite"
+replace = "SLEEP(0)"
+
+[[rules]]
+kind = "ddl"
+listener = "session"
+action = "block"
+
+[[rules]]
+database = "other"
+kind = "select"
+action = "block"
+message = "no reads in other"
+"#;
+
+fn code(e: &mysql_async::Error) -> (u16, String, String) {
+    match e {
+        mysql_async::Error::Server(s) => (s.code, s.state.clone(), s.message.clone()),
+        other => panic!("not a server error: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn block_rewrite_and_fields() {
+    let db = mariadb();
+    db.create_database("other").expect("database other");
+    let h = common::sluice(&config_text(&db, 4, "2s", RULES)).await;
+    let mut tx = connect(common::addr(&h, "tx")).await;
+    tx.query_drop("CREATE TABLE t (id int)").await.unwrap();
+    for listener in ["tx", "session"] {
+        let mut c = connect(common::addr(&h, listener)).await;
+        c.query_drop("INSERT INTO t VALUES (1)").await.unwrap();
+        let e = c.query_drop("DELETE FROM t").await.unwrap_err();
+        let (n, state, msg) = code(&e);
+        assert_eq!((n, state.as_str()), (1142, "42000"), "{listener}");
+        assert_eq!(msg, "DELETE without WHERE is not allowed here");
+        // Prepared: refused at prepare.
+        let e = c.prep("DELETE FROM t").await.unwrap_err();
+        assert_eq!(code(&e).0, 1142);
+        c.exec_drop("DELETE FROM t WHERE id = ?", (1,))
+            .await
+            .unwrap();
+        // Inside a transaction: refused, and the transaction goes on.
+        c.query_drop("BEGIN").await.unwrap();
+        c.query_drop("INSERT INTO t VALUES (2)").await.unwrap();
+        assert!(c.query_drop("DELETE FROM t").await.is_err());
+        c.query_drop("INSERT INTO t VALUES (3)").await.unwrap();
+        c.query_drop("COMMIT").await.unwrap();
+        let n: Option<i64> = c.query_first("SELECT count(*) FROM t").await.unwrap();
+        assert_eq!(n, Some(2), "{listener}");
+        c.query_drop("DELETE FROM t WHERE 1").await.unwrap();
+    }
+    // Rewrite: SLEEP(30) runs as SLEEP(0), as a query and prepared.
+    let started = std::time::Instant::now();
+    let v: Option<i64> = tx.query_first("SELECT SLEEP(30)").await.unwrap();
+    assert_eq!(v, Some(0));
+    let v: Option<i64> = tx.exec_first("SELECT SLEEP(30) + ?", (1,)).await.unwrap();
+    assert_eq!(v, Some(1));
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    // DDL on the session listener only.
+    let mut s = connect(common::addr(&h, "session")).await;
+    let e = s.query_drop("CREATE TABLE u (a int)").await.unwrap_err();
+    assert_eq!(code(&e).0, 1142);
+    assert!(code(&e).2.contains("blocked by rule 3"), "{e:?}");
+    tx.query_drop("CREATE TABLE u (a int)").await.unwrap();
+    // The database field follows USE.
+    tx.query_drop("USE other").await.unwrap();
+    let e = tx.query_drop("SELECT 1").await.unwrap_err();
+    assert_eq!(code(&e).2, "no reads in other");
+    tx.query_drop("CREATE TABLE o (a int)").await.unwrap();
+    tx.query_drop("USE test").await.unwrap();
+    tx.query_drop("SELECT 1").await.unwrap();
+    let hits = h.shared.my.rules.load().set.hits();
+    assert_eq!(hits[0], (1, 6), "{hits:?}");
+}
