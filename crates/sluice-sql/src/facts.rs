@@ -168,26 +168,27 @@ const NOT_ALIAS: [&str; 36] = [
 /// Words skipped between an introducing word and the table name.
 const SKIP: [&str; 6] = ["only", "if", "not", "exists", "lateral", "table"];
 
+/// What the word that introduced a table name allows after it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Mode {
+    /// More names may follow, separated by commas (FROM a, b).
+    list: bool,
+    /// A name followed by `(` is a function, not a table (FROM generate_series(...)).
+    call: bool,
+}
+
 /// Where the table-name reader stands.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum At {
     Nothing,
     /// Expecting a table name (after FROM, JOIN, ...).
-    Name {
-        list: bool,
-    },
+    Name(Mode),
     /// Inside a qualified name: after `name.`.
-    Dot {
-        list: bool,
-    },
+    Dot(Mode),
     /// After a table name: `.`, an alias or a comma may follow.
-    After {
-        list: bool,
-    },
+    After(Mode),
     /// After a table's alias: a comma continues a FROM list.
-    Alias {
-        list: bool,
-    },
+    Alias(Mode),
 }
 
 /// Scans `sql` once for its [`Facts`].
@@ -276,7 +277,7 @@ fn step_tables(at: At, t: &Token<'_>, current: &mut String, tables: &mut Vec<Str
         }
     };
     match at {
-        At::Name { list } => {
+        At::Name(m) => {
             if SKIP.iter().any(|w| t.is(w)) {
                 return at;
             }
@@ -285,52 +286,58 @@ fn step_tables(at: At, t: &Token<'_>, current: &mut String, tables: &mut Vec<Str
                     if !NOT_ALIAS.contains(&name.as_str()) || matches!(t, Token::Quoted(_)) =>
                 {
                     current.push_str(&name);
-                    At::After { list }
+                    At::After(m)
                 }
                 _ => At::Nothing,
             }
         }
-        At::Dot { list } => match t.ident() {
+        At::Dot(m) => match t.ident() {
             Some(name) => {
                 current.push_str(&name);
-                At::After { list }
+                At::After(m)
             }
             None => {
                 current.clear();
                 At::Nothing
             }
         },
-        At::After { list } | At::Alias { list }
-            if *t == Token::Punct(b'.') && matches!(at, At::After { .. }) =>
-        {
+        At::After(m) if *t == Token::Punct(b'.') => {
             current.push('.');
-            At::Dot { list }
+            At::Dot(m)
         }
-        At::After { list } | At::Alias { list } => {
+        At::After(m) if m.call && *t == Token::Punct(b'(') => {
+            // A function in FROM: not a table.
+            current.clear();
+            At::Nothing
+        }
+        At::After(m) | At::Alias(m) => {
             flush(current, tables);
-            if *t == Token::Punct(b',') && list {
-                return At::Name { list };
+            if *t == Token::Punct(b',') && m.list {
+                return At::Name(m);
             }
             if intro {
-                return At::Name { list: lists(t) };
+                return At::Name(mode(t));
             }
-            if matches!(at, At::After { .. }) && (t.is("as") || alias(t)) {
+            if matches!(at, At::After(_)) && (t.is("as") || alias(t)) {
                 return if t.is("as") {
-                    At::After { list }
+                    At::After(m)
                 } else {
-                    At::Alias { list }
+                    At::Alias(m)
                 };
             }
             At::Nothing
         }
-        At::Nothing if intro => At::Name { list: lists(t) },
+        At::Nothing if intro => At::Name(mode(t)),
         At::Nothing => At::Nothing,
     }
 }
 
-/// Whether more table names may follow the one after `t`, separated by commas.
-fn lists(t: &Token<'_>) -> bool {
-    !(t.is("into") || t.is("join"))
+/// What the introducing word `t` allows.
+fn mode(t: &Token<'_>) -> Mode {
+    Mode {
+        list: !(t.is("into") || t.is("join")),
+        call: t.is("from") || t.is("join"),
+    }
 }
 
 fn alias(t: &Token<'_>) -> bool {

@@ -116,6 +116,11 @@ fn tables_named() {
         ("select 1", &[]),
         ("select * from t where a = 1 for update", &["t"]),
         ("select * from t t1, t t2", &["t"]),
+        (
+            "insert into item select g, g from generate_series(1, 10) g",
+            &["item"],
+        ),
+        ("select * from json_table(x) j join t on true", &["t"]),
     ];
     for (sql, want) in cases {
         assert_eq!(pg(sql).tables, *want, "{sql}");

@@ -68,6 +68,8 @@ pub struct Who {
     pub user: String,
     pub database: String,
     pub listener: Arc<str>,
+    /// The listener's cluster: where tables without a table rule live.
+    pub home: Arc<str>,
     pub addr: Option<IpAddr>,
     /// The rules whose user, listener and client_address match (database is compared
     /// per statement: MySQL's USE changes it).
@@ -221,8 +223,25 @@ impl RuleSet {
         self.rules.is_empty() && self.tables.is_empty()
     }
 
-    /// The session side of the match, computed once per session.
-    pub fn who(&self, user: &str, database: &str, listener: &str, addr: Option<IpAddr>) -> Who {
+    /// Whether any rule or table rule may send a statement to another cluster (then a
+    /// transaction's BEGIN waits for its first statement: see session/judge.rs).
+    pub fn routes(&self) -> bool {
+        !self.tables.is_empty()
+            || self
+                .rules
+                .iter()
+                .any(|c| matches!(c.rule.action, RuleAction::Route { .. }))
+    }
+
+    /// The session side of the match, computed once per session (`listener`: its name
+    /// and cluster).
+    pub fn who(
+        &self,
+        user: &str,
+        database: &str,
+        (listener, home): (&str, &str),
+        addr: Option<IpAddr>,
+    ) -> Who {
         let mut mask = Bits::new(self.rules.len());
         for (i, c) in self.rules.iter().enumerate() {
             let w = &c.rule.when;
@@ -238,6 +257,7 @@ impl RuleSet {
             user: user.to_owned(),
             database: database.to_owned(),
             listener: listener.into(),
+            home: home.into(),
             addr,
             mask,
         }
@@ -298,20 +318,23 @@ impl RuleSet {
             }
         }
         if v.route.is_none() && v.block.is_none() {
-            self.table_route(stmt, database, &mut v);
+            self.table_route(stmt, (database, &who.home), &mut v);
         }
         v
     }
 
     /// Table rules: the cluster the statement's tables live on, or the cross-cluster
-    /// error when they live on more than one.
-    fn table_route(&self, stmt: &Statement, database: &str, v: &mut Verdict) {
+    /// error when they live on more than one. A table without a rule lives on the
+    /// listener's cluster (`home`), the server's own catalogs anywhere.
+    fn table_route(&self, stmt: &Statement, (database, home): (&str, &Arc<str>), v: &mut Verdict) {
         if self.tables.is_empty() {
             return;
         }
         let mut found: Vec<(&str, &Arc<str>)> = Vec::new();
-        let mut unruled: Vec<&str> = Vec::new();
         for t in &stmt.facts.tables {
+            if catalog(t) {
+                continue;
+            }
             let qualified;
             let name = if t.contains('.') {
                 t.as_str()
@@ -323,19 +346,18 @@ impl RuleSet {
                 qualified = format!("{schema}.{t}");
                 qualified.as_str()
             };
-            match self.tables.get(name) {
-                Some(c) => found.push((t, c)),
-                None => unruled.push(t),
-            }
+            found.push((t, self.tables.get(name).unwrap_or(home)));
         }
         let Some((_, first)) = found.first() else {
             return;
         };
         if found.iter().all(|(_, c)| c == first) {
-            v.route = Some(Destination {
-                cluster: (*first).clone(),
-                role: None,
-            });
+            if *first != home {
+                v.route = Some(Destination {
+                    cluster: (*first).clone(),
+                    role: None,
+                });
+            }
             return;
         }
         let list: Vec<String> = found
@@ -397,6 +419,19 @@ impl RuleSet {
         }
         self.on_digest.matches(digest_text).into_iter().collect()
     }
+}
+
+/// A table of the server's own catalogs (on every server alike).
+fn catalog(t: &str) -> bool {
+    const SCHEMAS: [&str; 5] = [
+        "pg_catalog.",
+        "information_schema.",
+        "mysql.",
+        "performance_schema.",
+        "sys.",
+    ];
+    SCHEMAS.iter().any(|s| t.starts_with(s))
+        || (!t.contains('.') && (t.starts_with("pg_") || t == "dual"))
 }
 
 /// A rule's table and a statement's name the same table: equal, or equal after the one

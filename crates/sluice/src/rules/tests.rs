@@ -71,8 +71,8 @@ timeout = "1s"
 "#,
         Protocol::Postgres,
     );
-    let app = r.who("app", "db", "pg", None);
-    let other = r.who("bob", "db", "pg", None);
+    let app = r.who("app", "db", ("pg", "main"), None);
+    let other = r.who("bob", "db", ("pg", "main"), None);
     let v = judge(&r, "DELETE FROM t", &app);
     assert_eq!(v.block, Some((1, Arc::from("no"))));
     assert!(judge(&r, "DELETE FROM t", &other).is_plain());
@@ -110,13 +110,13 @@ action = "log"
 "#,
         Protocol::Postgres,
     );
-    let inside = r.who("u", "reports", "pg", "10.1.2.3".parse().ok());
-    let outside = r.who("u", "reports", "pg", "192.168.0.1".parse().ok());
+    let inside = r.who("u", "reports", ("pg", "main"), "10.1.2.3".parse().ok());
+    let outside = r.who("u", "reports", ("pg", "main"), "192.168.0.1".parse().ok());
     assert!(judge(&r, "delete from t", &inside).block.is_some());
     let v = judge(&r, "select 1", &inside);
     assert_eq!((v.block, v.log), (None, vec![2]));
     assert_eq!(judge(&r, "delete from t", &outside).log, [2]);
-    let elsewhere = r.who("u", "app", "pg", "10.1.2.3".parse().ok());
+    let elsewhere = r.who("u", "app", ("pg", "main"), "10.1.2.3".parse().ok());
     assert!(judge(&r, "select 1", &elsewhere).is_plain());
 }
 
@@ -137,7 +137,7 @@ action = "log"
 "#,
         Protocol::Postgres,
     );
-    let who = r.who("u", "d", "pg", None);
+    let who = r.who("u", "d", ("pg", "main"), None);
     let v = judge(&r, "SELECT pg_sleep(10), pg_sleep(2)", &who);
     assert_eq!(
         v.rewrite.as_deref(),
@@ -150,7 +150,7 @@ action = "log"
         &format!("[[rules]]\ndigest = \"{digest:#x}\"\naction = \"block\"\n"),
         Protocol::Postgres,
     );
-    let who = r.who("u", "d", "pg", None);
+    let who = r.who("u", "d", ("pg", "main"), None);
     assert!(judge(&r, "select 2", &who).block.is_some());
     assert!(judge(&r, "select 'x'", &who).block.is_some());
     assert!(judge(&r, "select 1, 2", &who).is_plain());
@@ -169,7 +169,7 @@ cluster = "main"
 "#,
         Protocol::Postgres,
     );
-    let who = r.who("u", "d", "pg", None);
+    let who = r.who("u", "d", ("pg", "main"), None);
     let to = |c: &str| {
         Some(Destination {
             cluster: c.into(),
@@ -188,7 +188,22 @@ cluster = "main"
         judge(&r, "select * from order_line join stock using (i)", &who).route,
         to("analytics")
     );
-    assert_eq!(judge(&r, "select * from orders", &who).route, to("main"));
+    // orders is on the listener's cluster: no route.
+    assert!(judge(&r, "select * from orders", &who).is_plain());
+    let v = judge(&r, "select * from order_line join unruled using (i)", &who);
+    assert!(
+        v.cross
+            .is_some_and(|c| c.contains("unruled (cluster \"main\")"))
+    );
+    assert_eq!(
+        judge(
+            &r,
+            "select * from order_line, pg_catalog.pg_class, pg_type",
+            &who
+        )
+        .route,
+        to("analytics")
+    );
     assert!(judge(&r, "select * from other.order_line", &who).is_plain());
     assert!(judge(&r, "select now()", &who).is_plain());
     let v = judge(&r, "select * from orders o join order_line l on true", &who);
@@ -201,8 +216,8 @@ cluster = "main"
     // Another protocol's clusters are not this one's business.
     assert!(set("[tables.\"d.t\"]\ncluster = \"my\"\n", Protocol::Postgres).is_empty());
     let my = set("[tables.\"dbt2.t\"]\ncluster = \"my\"\n", Protocol::Mysql);
-    let who = my.who("u", "dbt2", "my", None);
+    let who = my.who("u", "dbt2", ("my", "main"), None);
     assert_eq!(judge(&my, "select * from t", &who).route, to("my"));
-    let elsewhere = my.who("u", "other", "my", None);
+    let elsewhere = my.who("u", "other", ("my", "main"), None);
     assert!(judge(&my, "select * from t", &elsewhere).is_plain());
 }

@@ -74,6 +74,9 @@ pub struct Core<C: PoolConn> {
     /// Where a rule or table rule sends the request being routed (None: the
     /// listener's cluster).
     pub target: Option<crate::rules::Destination>,
+    /// A BEGIN answered by Sluice, sent before the transaction's first statement on the
+    /// server that statement goes to (session/judge.rs).
+    pub deferred: Option<Box<[u8]>>,
 }
 
 /// What a session knows when it starts relaying.
@@ -113,6 +116,7 @@ impl<C: PoolConn> Core<C> {
             class: sluice_sql::Class::Write,
             judging: seat.judging,
             target: None,
+            deferred: None,
         }
     }
 
@@ -410,7 +414,11 @@ pub async fn route<R: Relay>(
     let between = r.between_requests() && r.muxed.is_none();
     if r.tx_mode() && r.lease.is_none() && between {
         let class = if r.cfg.route.kind == sluice_config::RouteKind::Split {
-            class(r)
+            match (&r.deferred, r.judging.as_deref()) {
+                // The transaction's BEGIN says where it may run.
+                (Some(begin), Some(j)) => sluice_sql::classify(begin, j.dialect()),
+                _ => class(r),
+            }
         } else {
             sluice_sql::Class::Write
         };

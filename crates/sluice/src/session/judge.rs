@@ -26,15 +26,21 @@ impl Judging {
         rules: &arc_swap::ArcSwap<Rules>,
         user: &str,
         database: &str,
-        listener: &str,
+        listener: &sluice_config::Listener,
         addr: Option<IpAddr>,
     ) -> Option<Box<Judging>> {
         let rules = rules.load_full();
         if rules.set.is_empty() {
             return None;
         }
-        let who = rules.set.who(user, database, listener, addr);
+        let who = rules
+            .set
+            .who(user, database, (&listener.name, &listener.cluster), addr);
         Some(Box::new(Judging { rules, who }))
+    }
+
+    pub fn dialect(&self) -> sluice_sql::Dialect {
+        self.rules.cache.dialect()
     }
 }
 
@@ -47,17 +53,42 @@ pub enum Judged {
     Rewrite(Vec<u8>),
     /// Answer this error instead; nothing reaches a server.
     Refuse(Error),
+    /// A BEGIN, answered by Sluice and kept (`Core::deferred`): the transaction's
+    /// cluster is its first statement's, and the BEGIN goes there before it.
+    Begin,
+    /// The end of a transaction still deferred (nothing of it ran): answered by Sluice,
+    /// COMMIT (`true`) or ROLLBACK.
+    End(bool),
 }
 
 /// Asks the rules about the statement `sql` the client is about to run in `database`.
 /// `again`: the text of a statement prepared before (its verdict was counted and
-/// logged when it was prepared; only where it goes is asked again).
-pub fn judge<C: PoolConn>(core: &mut Core<C>, sql: &[u8], database: &str, again: bool) -> Judged {
+/// logged when it was prepared; only where it goes is asked again). `between`: the
+/// client is between requests, outside a transaction (a BEGIN may be deferred).
+pub fn judge<C: PoolConn>(
+    core: &mut Core<C>,
+    sql: &[u8],
+    database: &str,
+    (again, between): (bool, bool),
+) -> Judged {
     core.target = None;
     let Some(j) = core.judging.as_deref() else {
         return Judged::Run;
     };
     let stmt = j.rules.cache.get(&j.rules.set, sql);
+    if j.rules.set.routes() && !again {
+        match (transaction_word(&stmt.facts, sql), core.deferred.is_some()) {
+            (Some(Tx::Begin), false) if between && core.tx_mode() && core.lease.is_none() => {
+                core.deferred = Some(sql.into());
+                return Judged::Begin;
+            }
+            (Some(Tx::End(commit)), true) => {
+                core.deferred = None;
+                return Judged::End(commit);
+            }
+            _ => {}
+        }
+    }
     let v = j.rules.set.verdict(&stmt, sql, &j.who, database, !again);
     if v.is_plain() {
         return Judged::Run;
@@ -97,6 +128,31 @@ pub fn judge<C: PoolConn>(core: &mut Core<C>, sql: &[u8], database: &str, again:
         }
         Some(text) => Judged::Rewrite(text),
         None => Judged::Run,
+    }
+}
+
+enum Tx {
+    Begin,
+    End(bool),
+}
+
+/// A lone BEGIN / START TRANSACTION, or a COMMIT / END / ROLLBACK / ABORT of the whole
+/// transaction (not ROLLBACK TO a savepoint).
+fn transaction_word(facts: &sluice_sql::Facts, sql: &[u8]) -> Option<Tx> {
+    if facts.kind != sluice_sql::Kind::Transaction || facts.several {
+        return None;
+    }
+    let mut words = facts.digest_text.split([' ', ';']);
+    let first = words.next()?.to_ascii_lowercase();
+    let second = words.next().map(str::to_ascii_lowercase);
+    match first.as_str() {
+        "begin" | "start" => Some(Tx::Begin),
+        "commit" | "end" => Some(Tx::End(true)),
+        "rollback" | "abort" if second.as_deref() != Some("to") => Some(Tx::End(false)),
+        _ => {
+            let _ = sql;
+            None
+        }
     }
 }
 

@@ -170,7 +170,7 @@ pub(super) async fn finish(
             &shared.my.rules,
             &a.user,
             &a.database,
-            &ctx.cfg.name,
+            &ctx.cfg,
             c.stream.tcp().peer_addr().ok().map(|a| a.ip()),
         ),
     };

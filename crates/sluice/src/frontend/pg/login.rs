@@ -257,7 +257,7 @@ pub async fn login(
             &shared.pg.rules,
             &user,
             &database,
-            &ctx.cfg.name,
+            &ctx.cfg,
             c.stream.tcp().peer_addr().ok().map(|a| a.ip()),
         ),
     };

@@ -431,6 +431,7 @@ impl Relay {
         }
         if tx {
             self.replay();
+            self.send_deferred();
             if is_stmt_command(cmd) {
                 return self.stmt_command(cmd, len);
             }

@@ -50,6 +50,7 @@ impl Relay {
             && self.origins.is_empty()
             && !self.core.io.shutting_down
             && self.core.lease.is_none()
+            && self.core.deferred.is_none()
             && len < MAX_SHARED;
         if !clean {
             return None;

@@ -6,7 +6,7 @@
 use super::Relay;
 use super::errors::queue_error;
 use crate::session::judge::{self, Judged};
-use sluice_wire_mysql::{consts, packet};
+use sluice_wire_mysql::{consts, packet, resp};
 
 /// What the rules made of a command.
 pub(super) enum Ruled {
@@ -33,11 +33,12 @@ impl Relay {
         };
         let answer_seq = seq.wrapping_add(1);
         let database = self.current_database();
+        let between = self.at_rest() && !self.in_transaction();
         let cbuf = std::mem::take(&mut self.core.io.cbuf);
         let payload = cbuf.get(5..4 + len).unwrap_or_default();
         let judged = match cmd {
             consts::COM_QUERY | consts::COM_STMT_PREPARE => {
-                judge::judge(&mut self.core, payload, &database, false)
+                judge::judge(&mut self.core, payload, &database, (false, between))
             }
             consts::COM_STMT_EXECUTE => {
                 let stmt = cbuf
@@ -45,10 +46,12 @@ impl Relay {
                     .and_then(super::state::stmt_id)
                     .and_then(|id| self.stmts.map.get(&id));
                 match stmt {
-                    Some(st) => match judge::judge(&mut self.core, &st.sql, &database, true) {
-                        Judged::Rewrite(_) => Judged::Run,
-                        j => j,
-                    },
+                    Some(st) => {
+                        match judge::judge(&mut self.core, &st.sql, &database, (true, false)) {
+                            Judged::Rewrite(_) => Judged::Run,
+                            j => j,
+                        }
+                    }
                     None => Judged::Run,
                 }
             }
@@ -65,6 +68,27 @@ impl Relay {
                 queue_error(&mut self.core.io.to_client, answer_seq, &e);
                 Ruled::Answered
             }
+            Judged::Begin | Judged::End(_) => {
+                // A deferred BEGIN, or the end of a transaction still deferred: OK.
+                if matches!(judged, Judged::Begin) {
+                    self.status |= consts::SERVER_STATUS_IN_TRANS;
+                } else {
+                    self.status &= !consts::SERVER_STATUS_IN_TRANS;
+                }
+                let mut ok = Vec::new();
+                resp::encode_ok(&mut ok, self.s.caps, 0, 0, self.status, 0, b"");
+                let mut seq = answer_seq;
+                packet::write_packet(&mut self.core.io.to_client, &mut seq, &ok);
+                Ruled::Answered
+            }
+        }
+    }
+
+    /// Sends a deferred BEGIN on the server connection just taken, before the
+    /// client's command; its answer is Sluice's.
+    pub(super) fn send_deferred(&mut self) {
+        if let Some(begin) = self.core.deferred.take() {
+            self.inject(&begin, consts::COM_QUERY);
         }
     }
 

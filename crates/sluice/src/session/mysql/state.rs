@@ -94,7 +94,7 @@ impl Relay {
     }
 
     /// Queues one of Sluice's own commands; its answer goes to nobody.
-    fn inject(&mut self, body: &[u8], cmd: u8) {
+    pub(super) fn inject(&mut self, body: &[u8], cmd: u8) {
         let mut p = Vec::with_capacity(body.len() + 1);
         p.push(cmd);
         p.extend_from_slice(body);

@@ -93,6 +93,11 @@ impl Relay {
                                 buf.advance(h.frame_len);
                                 continue;
                             }
+                            j => {
+                                self.answer_deferred(&j);
+                                buf.advance(h.frame_len);
+                                continue;
+                            }
                         }
                         self.keep_for_retry(h.tag, buf, h.frame_len);
                         if ruled.is_some() {
@@ -170,6 +175,7 @@ impl Relay {
         }
         self.status = lease.status;
         self.tracker.set_status(lease.status);
+        self.send_deferred();
         self.unnamed_here = false;
         tracing::trace!(client = self.s.cancel.key.0, server = lease.pid, "lease");
         self.core.lease = Some(lease);

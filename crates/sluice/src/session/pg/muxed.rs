@@ -18,6 +18,7 @@ impl Relay {
             && self.tracker.is_idle()
             && self.at_rest
             && self.status == b'I'
+            && self.core.deferred.is_none()
             && !self.ledger_in_tx
             && self.core.ledger.sets.is_empty()
             && !self.core.ledger.is_pinned()

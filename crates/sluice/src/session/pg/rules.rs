@@ -8,6 +8,7 @@ use crate::session::judge::{self, Judged};
 use bytes::BytesMut;
 use sluice_wire_pg::encode;
 use sluice_wire_pg::msg::{self, fe};
+use sluice_wire_pg::track::{Kind as TKind, Origin};
 
 impl Relay {
     /// What the rules say of the request `tag` / `body`; a rewrite comes back as the
@@ -21,13 +22,15 @@ impl Relay {
             return Judged::Run;
         }
         let database = self.core.pool.key.database.clone();
+        // Only a simple-query BEGIN is deferred.
+        let between = self.tracker.is_idle() && self.status == b'I';
         let judged = match tag {
             fe::QUERY => match msg::query_text(body) {
-                Some(sql) => judge::judge(&mut self.core, sql, &database, false),
+                Some(sql) => judge::judge(&mut self.core, sql, &database, (false, between)),
                 None => Judged::Run,
             },
             fe::PARSE => match msg::parse(body) {
-                Some((_, sql, _)) => judge::judge(&mut self.core, sql, &database, false),
+                Some((_, sql, _)) => judge::judge(&mut self.core, sql, &database, (false, false)),
                 None => Judged::Run,
             },
             fe::BIND => {
@@ -42,7 +45,7 @@ impl Relay {
                     },
                     None => return Judged::Run,
                 };
-                match judge::judge(&mut self.core, sql, &database, true) {
+                match judge::judge(&mut self.core, sql, &database, (true, false)) {
                     // What a rewrite makes of it was sent at Parse.
                     Judged::Rewrite(_) => Judged::Run,
                     j => j,
@@ -65,6 +68,37 @@ impl Relay {
                 Judged::Rewrite(frame.to_vec())
             }
             j => j,
+        }
+    }
+
+    /// Answers a deferred BEGIN, or the COMMIT / ROLLBACK of a transaction still
+    /// deferred (see session/judge.rs), as the server would.
+    pub(super) fn answer_deferred(&mut self, judged: &Judged) {
+        let (tag, status) = match judged {
+            Judged::Begin => ("BEGIN", b'T'),
+            Judged::End(true) => ("COMMIT", b'I'),
+            _ => ("ROLLBACK", b'I'),
+        };
+        if let Judged::End(commit) = judged {
+            self.core.ledger.end_transaction(*commit);
+        }
+        self.status = status;
+        self.ledger_in_tx = status == b'T';
+        let t = self.token();
+        let mut b = BytesMut::new();
+        encode::command_complete(&mut b, tag);
+        encode::ready_for_query(&mut b, status);
+        self.tracker
+            .push(TKind::Query, Origin::Synthetic(b.freeze()), t);
+    }
+
+    /// Sends a deferred BEGIN on the server connection just taken, before anything of
+    /// the client's; its answer is Sluice's.
+    pub(super) fn send_deferred(&mut self) {
+        if let Some(begin) = self.core.deferred.take() {
+            encode::query(&mut self.core.io.to_server, &begin);
+            let t = self.token();
+            self.tracker.push(TKind::Query, Origin::Injected, t);
         }
     }
 }
