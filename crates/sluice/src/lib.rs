@@ -12,6 +12,7 @@
 pub mod backend;
 pub mod cancel;
 pub mod error;
+pub mod firewall;
 pub mod frontend;
 pub mod hs_secret;
 pub mod intern;

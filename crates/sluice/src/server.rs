@@ -42,8 +42,10 @@ pub async fn start(config: Config) -> Result<Handle> {
     for w in config.warnings() {
         tracing::warn!("{w}");
     }
+    let firewall = crate::firewall::Firewall::load(&config).map_err(anyhow::Error::msg)?;
     let (tx, rx) = watch::channel(false);
     let shared = Shared::new(config.clone(), connectors, rx);
+    let shared = shared.with_firewall(firewall);
     crate::topology::health::start(&shared);
     let clients = TaskTracker::new();
     let accept = TaskTracker::new();
@@ -103,7 +105,9 @@ pub async fn start(config: Config) -> Result<Handle> {
                 _ = rx.wait_for(|s| *s) => break,
             }
             reaper.reap_pools();
+            reaper.firewall.flush(false);
         }
+        reaper.firewall.flush(true);
     });
     Ok(Handle {
         shared,

@@ -84,6 +84,8 @@ pub struct Shared {
     pub tickets: crate::router::Tickets,
     /// Each server's connection budget, by server name (see pool/budget.rs).
     pub budgets: HashMap<String, Arc<crate::pool::budget::ServerBudget>>,
+    /// The SQL firewall's allowlist (firewall/).
+    pub firewall: Arc<crate::firewall::Firewall>,
     pub shutdown: watch::Receiver<bool>,
     pub clients: AtomicUsize,
     next_pid: AtomicI32,
@@ -119,10 +121,23 @@ impl Shared {
             holders: Default::default(),
             pg_views: Default::default(),
             connectors,
+            firewall: Arc::new(crate::firewall::Firewall::none()),
             shutdown,
             clients: AtomicUsize::new(0),
             next_pid: AtomicI32::new(rand::random::<u16>() as i32 + 1_000_000),
         })
+    }
+
+    /// The same context with the firewall loaded from the configuration (at start,
+    /// before anyone else holds it).
+    pub fn with_firewall(self: Arc<Self>, firewall: crate::firewall::Firewall) -> Arc<Shared> {
+        match Arc::try_unwrap(self) {
+            Ok(mut s) => {
+                s.firewall = Arc::new(firewall);
+                Arc::new(s)
+            }
+            Err(shared) => shared,
+        }
     }
 
     /// A process id for a client that is not tied to one server connection.

@@ -7,9 +7,10 @@
 
 use super::driver::Core;
 use crate::error::{Error, Kind, Side};
+use crate::firewall::{Check, Firewall};
 use crate::pool::PoolConn;
 use crate::rules::{Destination, Rules, Who};
-use sluice_config::PoolMode;
+use sluice_config::{FirewallMode, PoolMode};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -18,25 +19,34 @@ use std::sync::Arc;
 pub struct Judging {
     rules: Arc<Rules>,
     who: Who,
+    firewall: FirewallMode,
+    allowlist: Arc<Firewall>,
 }
 
 impl Judging {
-    /// What a session logging in with these names needs (None: no rules apply).
+    /// What a session logging in with these names needs (None: no rules apply and
+    /// the firewall is off for it).
     pub fn at_login(
+        shared: &crate::shared::Shared,
         rules: &arc_swap::ArcSwap<Rules>,
-        user: &str,
-        database: &str,
+        (user, database): (&str, &str),
         listener: &sluice_config::Listener,
         addr: Option<IpAddr>,
     ) -> Option<Box<Judging>> {
         let rules = rules.load_full();
-        if rules.set.is_empty() {
+        let firewall = Firewall::mode_for(&shared.config.load(), user, listener);
+        if rules.set.is_empty() && firewall == FirewallMode::Off {
             return None;
         }
         let who = rules
             .set
             .who(user, database, (&listener.name, &listener.cluster), addr);
-        Some(Box::new(Judging { rules, who }))
+        Some(Box::new(Judging {
+            rules,
+            who,
+            firewall,
+            allowlist: shared.firewall.clone(),
+        }))
     }
 
     pub fn dialect(&self) -> sluice_sql::Dialect {
@@ -76,23 +86,7 @@ pub fn judge<C: PoolConn>(
         return Judged::Run;
     };
     let stmt = j.rules.cache.get(&j.rules.set, sql);
-    if j.rules.set.routes() && !again {
-        match (transaction_word(&stmt.facts, sql), core.deferred.is_some()) {
-            (Some(Tx::Begin), false) if between && core.tx_mode() && core.lease.is_none() => {
-                core.deferred = Some(sql.into());
-                return Judged::Begin;
-            }
-            (Some(Tx::End(commit)), true) => {
-                core.deferred = None;
-                return Judged::End(commit);
-            }
-            _ => {}
-        }
-    }
     let v = j.rules.set.verdict(&stmt, sql, &j.who, database, !again);
-    if v.is_plain() {
-        return Judged::Run;
-    }
     if !again {
         for rule in &v.log {
             tracing::info!(
@@ -108,6 +102,33 @@ pub fn judge<C: PoolConn>(
     if let Some((rule, message)) = v.block {
         tracing::debug!(rule, user = %j.who.user, "statement blocked");
         return Judged::Refuse(Error::new(Kind::Denied, Side::Client, message.to_string()));
+    }
+    let (digest, text) = (stmt.facts.digest, &stmt.facts.digest_text);
+    if !again && j.allowlist.check(j.firewall, &j.who.user, digest, text) == Check::Refused {
+        return Judged::Refuse(Error::new(
+            Kind::Denied,
+            Side::Client,
+            format!(
+                "statement not on the firewall allowlist of user \"{}\" (digest {digest:#018x}: {text})",
+                j.who.user
+            ),
+        ));
+    }
+    if j.rules.set.routes() && !again {
+        match (transaction_word(&stmt.facts), core.deferred.is_some()) {
+            (Some(Tx::Begin), false) if between && core.tx_mode() && core.lease.is_none() => {
+                core.deferred = Some(sql.into());
+                return Judged::Begin;
+            }
+            (Some(Tx::End(commit)), true) => {
+                core.deferred = None;
+                return Judged::End(commit);
+            }
+            _ => {}
+        }
+    }
+    if v.is_plain() {
+        return Judged::Run;
     }
     if let Some(cross) = v.cross {
         return Judged::Refuse(Error::new(Kind::Unsupported, Side::Client, cross));
@@ -138,7 +159,7 @@ enum Tx {
 
 /// A lone BEGIN / START TRANSACTION, or a COMMIT / END / ROLLBACK / ABORT of the whole
 /// transaction (not ROLLBACK TO a savepoint).
-fn transaction_word(facts: &sluice_sql::Facts, sql: &[u8]) -> Option<Tx> {
+fn transaction_word(facts: &sluice_sql::Facts) -> Option<Tx> {
     if facts.kind != sluice_sql::Kind::Transaction || facts.several {
         return None;
     }
@@ -149,10 +170,7 @@ fn transaction_word(facts: &sluice_sql::Facts, sql: &[u8]) -> Option<Tx> {
         "begin" | "start" => Some(Tx::Begin),
         "commit" | "end" => Some(Tx::End(true)),
         "rollback" | "abort" if second.as_deref() != Some("to") => Some(Tx::End(false)),
-        _ => {
-            let _ = sql;
-            None
-        }
+        _ => None,
     }
 }
 

@@ -167,9 +167,9 @@ pub(super) async fn finish(
         route: crate::session::reroute::RouteMark::at_login(shared, &ctx.cfg),
         max_message: max,
         judging: crate::session::judge::Judging::at_login(
+            shared,
             &shared.my.rules,
-            &a.user,
-            &a.database,
+            (&a.user, &a.database),
             &ctx.cfg,
             c.stream.tcp().peer_addr().ok().map(|a| a.ip()),
         ),

@@ -254,9 +254,9 @@ pub async fn login(
         route: crate::session::reroute::RouteMark::at_login(shared, &ctx.cfg),
         max_message: target.max_message,
         judging: crate::session::judge::Judging::at_login(
+            shared,
             &shared.pg.rules,
-            &user,
-            &database,
+            (&user, &database),
             &ctx.cfg,
             c.stream.tcp().peer_addr().ok().map(|a| a.ip()),
         ),
