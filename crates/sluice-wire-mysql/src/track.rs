@@ -123,6 +123,8 @@ pub struct Tracker {
     status: u16,
     last_ok: Option<OkSummary>,
     last_prepare: Option<PrepareOk>,
+    /// Rows of result sets since [`Tracker::take_rows`] was last called.
+    rows: u64,
 }
 
 impl Tracker {
@@ -134,7 +136,13 @@ impl Tracker {
             status: 0,
             last_ok: None,
             last_prepare: None,
+            rows: 0,
         }
+    }
+
+    /// Rows the server sent in result sets since this was last called.
+    pub fn take_rows(&mut self) -> u64 {
+        std::mem::take(&mut self.rows)
     }
 
     /// Sets the known server status, e.g. from the OK that ended the login.
@@ -187,7 +195,11 @@ impl Tracker {
                     self.finish(false)
                 }
             }
-            (State::Rows | State::FieldList, _) => Step::More,
+            (State::Rows, _) => {
+                self.rows += 1;
+                Step::More
+            }
+            (State::FieldList, _) => Step::More,
             (State::Result | State::Infile | State::Simple | State::ChangeUser, OK) => {
                 let status = self
                     .ok(head)

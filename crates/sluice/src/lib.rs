@@ -26,6 +26,7 @@ pub mod server;
 pub mod session;
 pub mod sets;
 pub mod shared;
+pub mod stats;
 pub mod stmt_cache;
 pub mod stream;
 pub mod tls;

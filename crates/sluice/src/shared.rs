@@ -86,6 +86,8 @@ pub struct Shared {
     pub budgets: HashMap<String, Arc<crate::pool::budget::ServerBudget>>,
     /// The SQL firewall's allowlist (firewall/).
     pub firewall: Arc<crate::firewall::Firewall>,
+    /// Query digests (stats/); None when `digest_max_entries` is 0.
+    pub digests: Option<Arc<crate::stats::Digests>>,
     pub shutdown: watch::Receiver<bool>,
     pub clients: AtomicUsize,
     next_pid: AtomicI32,
@@ -113,6 +115,10 @@ impl Shared {
             topology: crate::topology::Topologies::new(&config),
             tickets: Default::default(),
             schema_epoch: Default::default(),
+            digests: match config.general.digest_max_entries {
+                0 => None,
+                n => Some(Arc::new(crate::stats::Digests::new(n))),
+            },
             pg: ProtoState::new(sluice_sql::Dialect::Postgres, &config),
             my: ProtoState::new(sluice_sql::Dialect::MySql, &config),
             config: ArcSwap::from_pointee(config),

@@ -45,6 +45,8 @@ struct AnswerState {
     abandoned: bool,
     /// Some of the answer has been taken for the client.
     delivered: bool,
+    /// What the statement did, as the splitter counted it (stats/).
+    outcome: crate::stats::Outcome,
 }
 
 impl Answer {
@@ -135,6 +137,16 @@ impl Answer {
         if let Some(w) = st.waker.take() {
             w.wake();
         }
+    }
+
+    /// What the statement did (rows, changes, an error), once answered.
+    pub fn outcome(&self) -> crate::stats::Outcome {
+        self.st.lock().outcome
+    }
+
+    pub(super) fn finish_with(&self, r: Result<Vec<u8>, Error>, outcome: crate::stats::Outcome) {
+        self.st.lock().outcome = outcome;
+        self.finish(r);
     }
 
     pub(super) fn finish(&self, r: Result<Vec<u8>, Error>) {

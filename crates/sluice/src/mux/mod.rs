@@ -199,6 +199,11 @@ pub trait Splitter: Send + 'static {
     fn stale(&self, _unit: &[u8]) -> bool {
         false
     }
+    /// What the answer that just ended says the statement did (rows sent, rows
+    /// changed, an error), for its digest; the count starts again for the next answer.
+    fn outcome(&mut self) -> crate::stats::Outcome {
+        crate::stats::Outcome::default()
+    }
 }
 
 /// The state an answer leaves a shared connection in.

@@ -244,12 +244,13 @@ fn split<S: Splitter>(
                     "a shared connection was left in a transaction",
                 ));
             }
+            let outcome = splitter.outcome();
             if let Some(a) = inflight.pop_front() {
                 let mut st = mux.st.lock();
                 st.pending.pop_front();
                 st.running_since = Some(std::time::Instant::now());
                 drop(st);
-                a.finish(Ok(head));
+                a.finish_with(Ok(head), outcome);
             }
         }
         pos = unit_end;

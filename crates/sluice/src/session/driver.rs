@@ -77,6 +77,10 @@ pub struct Core<C: PoolConn> {
     /// A BEGIN answered by Sluice, sent before the transaction's first statement on the
     /// server that statement goes to (session/judge.rs).
     pub deferred: Option<Box<[u8]>>,
+    /// The statement judged last, to be counted in its digest once sent and answered;
+    /// those sent, by the protocol's token (session/judge.rs).
+    pub digest_next: Option<super::judge::Pending>,
+    pub digest_wait: std::collections::VecDeque<(u64, super::judge::Pending)>,
 }
 
 /// What a session knows when it starts relaying.
@@ -117,6 +121,8 @@ impl<C: PoolConn> Core<C> {
             judging: seat.judging,
             target: None,
             deferred: None,
+            digest_next: None,
+            digest_wait: Default::default(),
         }
     }
 

@@ -9,10 +9,12 @@ use super::driver::Core;
 use crate::error::{Error, Kind, Side};
 use crate::firewall::{Check, Firewall};
 use crate::pool::PoolConn;
-use crate::rules::{Destination, Rules, Who};
+use crate::rules::{Destination, Rules, Statement, Who};
+use crate::stats::{Digests, Key as DigestKey, Outcome};
 use sluice_config::{FirewallMode, PoolMode};
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// A session's view of the rules: the rules as they were at login and the session's
 /// side of their match fields. Only sessions with rules to apply carry one.
@@ -21,7 +23,28 @@ pub struct Judging {
     who: Who,
     firewall: FirewallMode,
     allowlist: Arc<Firewall>,
+    digests: Option<Arc<Digests>>,
+    /// The session's current database, as its digests are kept by.
+    database: Arc<str>,
+    /// The statement judged last, and the prepared statements of a session whose
+    /// protocol relay does not keep their texts (session mode), by name, for digests.
+    last: Option<Arc<Statement>>,
+    prepared: std::collections::HashMap<Box<[u8]>, Arc<Statement>>,
 }
+
+/// Prepared statements remembered per session at most (beyond it, forgotten all).
+const PREPARED_MAX: usize = 1024;
+
+/// A statement on its way to a server, to be counted in its digest when answered.
+pub struct Pending {
+    stmt: Arc<Statement>,
+    database: Arc<str>,
+    at: Instant,
+}
+
+/// The token of a statement sent to a shared connection (nothing else of the client's
+/// is in flight then).
+pub const SHARED: u64 = u64::MAX;
 
 impl Judging {
     /// What a session logging in with these names needs (None: no rules apply and
@@ -35,7 +58,8 @@ impl Judging {
     ) -> Option<Box<Judging>> {
         let rules = rules.load_full();
         let firewall = Firewall::mode_for(&shared.config.load(), user, listener);
-        if rules.set.is_empty() && firewall == FirewallMode::Off {
+        let digests = shared.digests.clone();
+        if rules.set.is_empty() && firewall == FirewallMode::Off && digests.is_none() {
             return None;
         }
         let who = rules
@@ -46,6 +70,10 @@ impl Judging {
             who,
             firewall,
             allowlist: shared.firewall.clone(),
+            digests,
+            database: database.into(),
+            last: None,
+            prepared: Default::default(),
         }))
     }
 
@@ -82,10 +110,29 @@ pub fn judge<C: PoolConn>(
     (again, between): (bool, bool),
 ) -> Judged {
     core.target = None;
+    core.digest_next = None;
+    if let Some(j) = core.judging.as_deref_mut()
+        && *j.database != *database
+    {
+        j.database = database.into();
+    }
     let Some(j) = core.judging.as_deref() else {
         return Judged::Run;
     };
     let stmt = j.rules.cache.get(&j.rules.set, sql);
+    let pending = j.digests.as_ref().map(|_| Pending {
+        stmt: stmt.clone(),
+        database: j.database.clone(),
+        at: Instant::now(),
+    });
+    if pending.is_some()
+        && let Some(j) = core.judging.as_deref_mut()
+    {
+        j.last = Some(stmt.clone());
+    }
+    let Some(j) = core.judging.as_deref() else {
+        return Judged::Run;
+    };
     let v = j.rules.set.verdict(&stmt, sql, &j.who, database, !again);
     if !again {
         for rule in &v.log {
@@ -114,7 +161,9 @@ pub fn judge<C: PoolConn>(
             ),
         ));
     }
-    if j.rules.set.routes() && !again {
+    let routes = j.rules.set.routes();
+    core.digest_next = pending;
+    if routes && !again {
         match (transaction_word(&stmt.facts), core.deferred.is_some()) {
             (Some(Tx::Begin), false) if between && core.tx_mode() && core.lease.is_none() => {
                 core.deferred = Some(sql.into());
@@ -130,6 +179,9 @@ pub fn judge<C: PoolConn>(
     if v.is_plain() {
         return Judged::Run;
     }
+    let Some(j) = core.judging.as_deref() else {
+        return Judged::Run;
+    };
     if let Some(cross) = v.cross {
         return Judged::Refuse(Error::new(Kind::Unsupported, Side::Client, cross));
     }
@@ -197,4 +249,78 @@ fn may_move<C: PoolConn>(core: &Core<C>, t: &Destination) -> Result<(), Error> {
             t.cluster
         ),
     ))
+}
+
+/// The statement judged last goes to a server now; its answer ends the protocol's
+/// entry `token` (tokens grow; [`SHARED`] for a shared connection).
+pub fn digest_sent<C: PoolConn>(core: &mut Core<C>, token: u64) {
+    if let Some(p) = core.digest_next.take() {
+        core.digest_wait.push_back((token, p));
+    }
+}
+
+/// The protocol's entry `token` was answered: the statement sent with it is counted in
+/// its digest (those sent before it whose answers never came are dropped).
+pub fn digest_done<C: PoolConn>(core: &mut Core<C>, token: u64, outcome: Outcome) {
+    while let Some((t, _)) = core.digest_wait.front() {
+        if *t > token {
+            break;
+        }
+        let Some((t, p)) = core.digest_wait.pop_front() else {
+            break;
+        };
+        if t != token {
+            continue;
+        }
+        let Some(j) = core.judging.as_deref() else {
+            return;
+        };
+        if let Some(d) = &j.digests {
+            let key = DigestKey {
+                digest: p.stmt.facts.digest,
+                text: &p.stmt.facts.digest_text,
+                user: &j.who.user,
+                database: &p.database,
+                listener: &j.who.listener,
+            };
+            d.record(&key, p.at.elapsed(), outcome);
+        }
+    }
+}
+
+/// The statement judged last was prepared under `name` (session mode, where the relay
+/// keeps no texts): its executions are counted in its digest (see [`recall`]).
+pub fn remember<C: PoolConn>(core: &mut Core<C>, name: &[u8]) {
+    let Some(j) = core.judging.as_deref_mut() else {
+        return;
+    };
+    let Some(stmt) = j.last.clone() else {
+        return;
+    };
+    if j.digests.is_none() {
+        return;
+    }
+    if j.prepared.len() >= PREPARED_MAX {
+        j.prepared.clear();
+    }
+    j.prepared.insert(name.into(), stmt);
+}
+
+/// The statement prepared under `name` runs now: it is the one to count.
+pub fn recall<C: PoolConn>(core: &mut Core<C>, name: &[u8]) {
+    let Some(j) = core.judging.as_deref() else {
+        return;
+    };
+    core.digest_next = j.prepared.get(name).map(|stmt| Pending {
+        stmt: stmt.clone(),
+        database: j.database.clone(),
+        at: Instant::now(),
+    });
+}
+
+/// The statement prepared under `name` was closed.
+pub fn forget<C: PoolConn>(core: &mut Core<C>, name: &[u8]) {
+    if let Some(j) = core.judging.as_deref_mut() {
+        j.prepared.remove(name);
+    }
 }

@@ -229,6 +229,8 @@ fn too_large(max: usize) -> Error {
 /// Splits a MySQL server's answers with the response tracker.
 pub struct Splitter {
     tracker: sluice_wire_mysql::track::Tracker,
+    /// The answer that just ended failed.
+    failed: bool,
     /// The next physical packet continues a split one.
     cont: bool,
 }
@@ -236,6 +238,18 @@ pub struct Splitter {
 impl crate::mux::Splitter for Splitter {
     fn expect(&mut self, first: u8) {
         self.tracker.expect(first);
+    }
+
+    fn outcome(&mut self) -> crate::stats::Outcome {
+        crate::stats::Outcome {
+            rows: self.tracker.take_rows(),
+            affected: if self.failed {
+                0
+            } else {
+                self.tracker.last_ok().map_or(0, |o| o.affected_rows)
+            },
+            error: std::mem::take(&mut self.failed),
+        }
     }
 
     fn unit(&mut self, buf: &[u8]) -> Result<Option<(usize, Option<crate::mux::Ended>)>> {
@@ -254,6 +268,7 @@ impl crate::mux::Splitter for Splitter {
         let head = &buf[4..4 + len.min(HEAD_LEN)];
         match self.tracker.on_packet(head, len) {
             Ok(Step::Done { ok, status, .. }) => {
+                self.failed = !ok;
                 // An ERR carries no status: only OK and EOF tell.
                 let end = if !ok {
                     Ended::Clean
@@ -286,6 +301,7 @@ impl crate::mux::MuxConn for ServerConn {
         tracker.set_status(self.status);
         Splitter {
             tracker,
+            failed: false,
             cont: false,
         }
     }

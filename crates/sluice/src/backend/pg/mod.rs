@@ -358,10 +358,16 @@ impl crate::pool::PoolConn for ServerConn {
 pub struct Splitter {
     /// The answer so far reported a changed parameter (ParameterStatus).
     param_changed: bool,
+    /// What the answer so far says the statement did.
+    outcome: crate::stats::Outcome,
 }
 
 impl crate::mux::Splitter for Splitter {
     fn expect(&mut self, _first: u8) {}
+
+    fn outcome(&mut self) -> crate::stats::Outcome {
+        std::mem::take(&mut self.outcome)
+    }
 
     fn added_reply(&self, unit: &[u8]) -> Option<bool> {
         match unit.first() {
@@ -408,8 +414,16 @@ impl crate::mux::Splitter for Splitter {
             ));
         }
         use crate::mux::Ended;
-        if buf[0] == msg::be::PARAMETER_STATUS {
-            self.param_changed = true;
+        match buf[0] {
+            msg::be::PARAMETER_STATUS => self.param_changed = true,
+            msg::be::DATA_ROW => self.outcome.rows += 1,
+            msg::be::ERROR_RESPONSE => self.outcome.error = true,
+            msg::be::COMMAND_COMPLETE => {
+                let tag = msg::command_tag(&buf[5..1 + len]).unwrap_or_default();
+                let o = crate::stats::Outcome::of_tag(tag);
+                self.outcome.affected += o.affected;
+            }
+            _ => {}
         }
         if buf[0] != msg::be::READY_FOR_QUERY {
             return Ok(Some((1 + len, None)));

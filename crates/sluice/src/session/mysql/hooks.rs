@@ -64,6 +64,9 @@ impl driver::Relay for Relay {
             }
             done => done,
         };
+        let mut outcome = answer.outcome();
+        outcome.error |= done.is_err();
+        crate::session::judge::digest_done(&mut self.core, crate::session::judge::SHARED, outcome);
         self.mux_answered(done).await
     }
 

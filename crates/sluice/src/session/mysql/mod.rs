@@ -348,6 +348,10 @@ impl Relay {
         if tx {
             match self.try_mux(cmd, len) {
                 self::muxed::Sharing::Queued(c) => {
+                    crate::session::judge::digest_sent(
+                        &mut self.core,
+                        crate::session::judge::SHARED,
+                    );
                     if alone {
                         self.arm_retry(len);
                     }
@@ -452,6 +456,7 @@ impl Relay {
         }
         if self.tracker.expect(cmd) {
             self.origins.push_back(Origin::Client { cmd, effects });
+            crate::session::judge::digest_sent(&mut self.core, 0);
         }
         if alone && self.core.lease.is_some() {
             self.arm_retry(len);
@@ -549,6 +554,8 @@ impl Relay {
                 self.client_prepared(hash, sql, at);
             }
             let Some(ok) = done else { continue };
+            // Rows of this answer (any origin's: Sluice's own are not the client's).
+            let rows_sent = self.tracker.take_rows();
             match self.origins.pop_front() {
                 Some(Origin::InjectedPrepare { hash }) => {
                     if ok {
@@ -565,6 +572,22 @@ impl Relay {
                     )));
                 }
                 Some(Origin::Client { cmd, effects }) => {
+                    if cmd == consts::COM_STMT_PREPARE
+                        && ok
+                        && let Some(p) = self.tracker.last_prepare()
+                    {
+                        // Session mode: executions of it count in its digest.
+                        let id = p.statement_id.to_le_bytes();
+                        crate::session::judge::remember(&mut self.core, &id);
+                    }
+                    if !self.core.digest_wait.is_empty() {
+                        let outcome = crate::stats::Outcome {
+                            rows: rows_sent,
+                            affected: self.tracker.last_ok().map_or(0, |o| o.affected_rows),
+                            error: !ok,
+                        };
+                        crate::session::judge::digest_done(&mut self.core, 0, outcome);
+                    }
                     let head = head.to_vec();
                     self.client_done(cmd, ok, effects, &head);
                 }

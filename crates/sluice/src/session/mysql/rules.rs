@@ -40,19 +40,26 @@ impl Relay {
             consts::COM_QUERY | consts::COM_STMT_PREPARE => {
                 judge::judge(&mut self.core, payload, &database, (false, between))
             }
-            consts::COM_STMT_EXECUTE => {
-                let stmt = cbuf
-                    .get(4..4 + len)
-                    .and_then(super::state::stmt_id)
-                    .and_then(|id| self.stmts.map.get(&id));
-                match stmt {
-                    Some(st) => {
+            consts::COM_STMT_EXECUTE | consts::COM_STMT_CLOSE => {
+                let id = cbuf.get(4..4 + len).and_then(super::state::stmt_id);
+                match id.and_then(|id| self.stmts.map.get(&id)) {
+                    Some(st) if cmd == consts::COM_STMT_EXECUTE => {
                         match judge::judge(&mut self.core, &st.sql, &database, (true, false)) {
                             Judged::Rewrite(_) => Judged::Run,
                             j => j,
                         }
                     }
-                    None => Judged::Run,
+                    Some(_) => Judged::Run,
+                    // Session mode: the statement's digest is known by its id.
+                    None => {
+                        let name = id.unwrap_or_default().to_le_bytes();
+                        if cmd == consts::COM_STMT_EXECUTE {
+                            judge::recall(&mut self.core, &name);
+                        } else {
+                            judge::forget(&mut self.core, &name);
+                        }
+                        Judged::Run
+                    }
                 }
             }
             _ => {
@@ -61,6 +68,10 @@ impl Relay {
             }
         };
         self.core.io.cbuf = cbuf;
+        if cmd == consts::COM_STMT_PREPARE {
+            // Counted when executed.
+            self.core.digest_next = None;
+        }
         match judged {
             Judged::Run => Ruled::Go(len),
             Judged::Rewrite(text) => Ruled::Go(self.replace_command(cmd, len, &text)),

@@ -123,6 +123,7 @@ impl Relay {
         if self.tracker.expect(cmd) {
             self.origins
                 .push_back(Origin::Client { cmd, effects: None });
+            crate::session::judge::digest_sent(&mut self.core, 0);
         }
         if len == packet::MAX_PAYLOAD && out.len() == len {
             // The first part of a split packet: the rest follows from the client as is.

@@ -9,7 +9,7 @@ use crate::backend::pg::LoginError;
 use crate::error::Error;
 use crate::session::driver::{self, End};
 use crate::session::effects::Effects;
-use crate::session::judge::Judged;
+use crate::session::judge::{self, Judged};
 use bytes::{Buf, Bytes, BytesMut};
 use sluice_sql::Effect;
 use sluice_wire_pg::Item;
@@ -388,6 +388,7 @@ impl Relay {
             }
         }
         self.tracker.push(TKind::Query, Origin::Client, t);
+        judge::digest_sent(&mut self.core, t);
         self.core.io.to_server.extend_from_slice(frame);
     }
 
@@ -561,6 +562,7 @@ impl Relay {
     fn execute(&mut self, frame: &[u8], body: &[u8]) {
         let t = self.token();
         self.tracker.push(TKind::Execute, Origin::Client, t);
+        judge::digest_sent(&mut self.core, t);
         if self.tx_mode() {
             let portal = msg::query_text(body).unwrap_or_default();
             let effects = if portal.is_empty() {

@@ -53,6 +53,9 @@ impl driver::Relay for Relay {
             self.core.pool.statement_stale(hash);
         }
         self.sync_cancel();
+        let mut outcome = answer.outcome();
+        outcome.error |= done.is_err();
+        crate::session::judge::digest_done(&mut self.core, crate::session::judge::SHARED, outcome);
         match done {
             Err(e) if crate::session::lost::outlives_shared_loss(self, answer, &e) => {
                 // A shared round always ends with ReadyForQuery.

@@ -169,6 +169,7 @@ impl Relay {
             self.s.cancel.slot.set_gated(key, (mux, answer.clone()));
         }
         self.core.muxed = Some(answer);
+        crate::session::judge::digest_sent(&mut self.core, crate::session::judge::SHARED);
         Some(())
     }
 }

@@ -30,7 +30,13 @@ impl Relay {
                 None => Judged::Run,
             },
             fe::PARSE => match msg::parse(body) {
-                Some((_, sql, _)) => judge::judge(&mut self.core, sql, &database, (false, false)),
+                Some((name, sql, _)) => {
+                    let j = judge::judge(&mut self.core, sql, &database, (false, false));
+                    if !self.tx_mode() {
+                        judge::remember(&mut self.core, name);
+                    }
+                    j
+                }
                 None => Judged::Run,
             },
             fe::BIND => {
@@ -39,11 +45,14 @@ impl Relay {
                 };
                 let sql = match self.stmts.query(name) {
                     Some(q) => q,
-                    None if name.is_empty() => match self.unnamed.get() {
-                        Some((q, _)) => q,
-                        None => return Judged::Run,
-                    },
-                    None => return Judged::Run,
+                    None if name.is_empty() && self.unnamed.get().is_some() => {
+                        self.unnamed.get().map(|(q, _)| q).unwrap_or_default()
+                    }
+                    None => {
+                        // Session mode: the statement's digest is known by its name.
+                        judge::recall(&mut self.core, name);
+                        return Judged::Run;
+                    }
                 };
                 match judge::judge(&mut self.core, sql, &database, (true, false)) {
                     // What a rewrite makes of it was sent at Parse.

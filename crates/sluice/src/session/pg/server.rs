@@ -239,6 +239,16 @@ impl Relay {
         let mut done = std::mem::take(&mut self.done_buf);
         done.extend(self.tracker.take_done());
         for d in done.drain(..) {
+            if !self.core.digest_wait.is_empty() {
+                let outcome = match d.outcome {
+                    Outcome::Ok => crate::stats::Outcome::of_tag(&self.last_tag),
+                    _ => crate::stats::Outcome {
+                        error: true,
+                        ..Default::default()
+                    },
+                };
+                crate::session::judge::digest_done(&mut self.core, d.token, outcome);
+            }
             // A ReadyForQuery Sluice answered itself ends a request like the server's.
             if matches!(d.kind, TKind::Query | TKind::Sync) && self.tracker.is_idle() {
                 self.at_rest = true;

@@ -1,0 +1,283 @@
+//! Stats, at the end of the flow: what each statement shape cost. Query digests are
+//! kept per (digest id, user, database, listener): count, total / min / max time, a
+//! histogram for p50 / p99, rows sent, rows affected, errors, first and last seen.
+//! Memory is bounded (`digest_max_entries`): beyond it the least recently seen entry
+//! of a shard is evicted and counted. The table is split into shards, each behind its
+//! own short lock, so clients recording at once seldom meet.
+
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+const SHARDS: usize = 16;
+/// Histogram buckets: bucket `i` holds times below 2^(i/2) microseconds (a factor of
+/// about 1.41 per bucket, from 1 µs to over an hour).
+const BUCKETS: usize = 64;
+
+/// What ran, and who ran it.
+#[derive(Debug, Clone, Copy)]
+pub struct Key<'a> {
+    pub digest: u64,
+    pub text: &'a str,
+    pub user: &'a str,
+    pub database: &'a str,
+    pub listener: &'a str,
+}
+
+impl Key<'_> {
+    fn id(&self) -> u128 {
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        h.update(&self.digest.to_le_bytes());
+        for part in [self.user, self.database, self.listener] {
+            h.update(part.as_bytes());
+            h.update(&[0]);
+        }
+        h.digest128()
+    }
+}
+
+/// How a statement ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Outcome {
+    pub rows: u64,
+    pub affected: u64,
+    pub error: bool,
+}
+
+impl Outcome {
+    /// What a PostgreSQL CommandComplete tag says a statement did: `SELECT 5` sent
+    /// five rows; `INSERT 0 3`, `UPDATE 3`, `DELETE 3`, `MERGE 3` changed three.
+    pub fn of_tag(tag: &[u8]) -> Outcome {
+        let text = std::str::from_utf8(tag).unwrap_or_default();
+        let verb = text.split(' ').next().unwrap_or_default();
+        let n = text
+            .rsplit(' ')
+            .next()
+            .and_then(|w| w.parse::<u64>().ok())
+            .unwrap_or(0);
+        let mut o = Outcome::default();
+        match verb {
+            "SELECT" | "FETCH" | "COPY" | "MOVE" => o.rows = n,
+            "INSERT" | "UPDATE" | "DELETE" | "MERGE" => o.affected = n,
+            _ => {}
+        }
+        o
+    }
+}
+
+struct Entry {
+    digest: u64,
+    text: Arc<str>,
+    user: Arc<str>,
+    database: Arc<str>,
+    listener: Arc<str>,
+    count: u64,
+    total: Duration,
+    min: Duration,
+    max: Duration,
+    buckets: [u32; BUCKETS],
+    rows: u64,
+    affected: u64,
+    errors: u64,
+    first_seen: SystemTime,
+    last_seen: SystemTime,
+    last: Instant,
+}
+
+/// One row of the digest table, as the console and tests read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub digest: u64,
+    pub text: Arc<str>,
+    pub user: Arc<str>,
+    pub database: Arc<str>,
+    pub listener: Arc<str>,
+    pub count: u64,
+    pub total: Duration,
+    pub min: Duration,
+    pub max: Duration,
+    pub p50: Duration,
+    pub p99: Duration,
+    pub rows: u64,
+    pub affected: u64,
+    pub errors: u64,
+    pub first_seen: SystemTime,
+    pub last_seen: SystemTime,
+}
+
+pub struct Digests {
+    per_shard: usize,
+    shards: [Mutex<HashMap<u128, Entry>>; SHARDS],
+    /// Entries evicted to keep within the bound.
+    pub evicted: AtomicU64,
+}
+
+impl Digests {
+    /// A table of at most `max` entries (about: each shard holds a sixteenth).
+    pub fn new(max: usize) -> Digests {
+        Digests {
+            per_shard: max.div_ceil(SHARDS).max(1),
+            shards: std::array::from_fn(|_| Mutex::default()),
+            evicted: AtomicU64::new(0),
+        }
+    }
+
+    pub fn record(&self, key: &Key<'_>, took: Duration, outcome: Outcome) {
+        let id = key.id();
+        let now = Instant::now();
+        let mut shard = self.shards[(id as usize) % SHARDS].lock();
+        if !shard.contains_key(&id) && shard.len() >= self.per_shard {
+            let oldest = shard.iter().min_by_key(|(_, e)| e.last).map(|(k, _)| *k);
+            if let Some(k) = oldest {
+                shard.remove(&k);
+                self.evicted.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let e = shard.entry(id).or_insert_with(|| Entry {
+            digest: key.digest,
+            text: key.text.into(),
+            user: key.user.into(),
+            database: key.database.into(),
+            listener: key.listener.into(),
+            count: 0,
+            total: Duration::ZERO,
+            min: Duration::MAX,
+            max: Duration::ZERO,
+            buckets: [0; BUCKETS],
+            rows: 0,
+            affected: 0,
+            errors: 0,
+            first_seen: SystemTime::now(),
+            last_seen: SystemTime::now(),
+            last: now,
+        });
+        e.count += 1;
+        e.total += took;
+        e.min = e.min.min(took);
+        e.max = e.max.max(took);
+        let b = &mut e.buckets[bucket(took)];
+        *b = b.saturating_add(1);
+        e.rows += outcome.rows;
+        e.affected += outcome.affected;
+        e.errors += u64::from(outcome.error);
+        e.last = now;
+        e.last_seen = SystemTime::now();
+    }
+
+    /// Every entry.
+    pub fn rows(&self) -> Vec<Row> {
+        let mut out = Vec::new();
+        for shard in &self.shards {
+            for e in shard.lock().values() {
+                out.push(Row {
+                    digest: e.digest,
+                    text: e.text.clone(),
+                    user: e.user.clone(),
+                    database: e.database.clone(),
+                    listener: e.listener.clone(),
+                    count: e.count,
+                    total: e.total,
+                    min: e.min,
+                    max: e.max,
+                    p50: quantile(&e.buckets, e.count, 0.5).min(e.max),
+                    p99: quantile(&e.buckets, e.count, 0.99).min(e.max),
+                    rows: e.rows,
+                    affected: e.affected,
+                    errors: e.errors,
+                    first_seen: e.first_seen,
+                    last_seen: e.last_seen,
+                });
+            }
+        }
+        out
+    }
+
+    /// Forgets every entry.
+    pub fn reset(&self) {
+        self.shards.iter().for_each(|s| s.lock().clear());
+    }
+}
+
+fn bucket(d: Duration) -> usize {
+    let us = d.as_micros().max(1) as f64;
+    ((us.log2() * 2.0).floor() as usize + 1).min(BUCKETS - 1)
+}
+
+/// The upper bound of the bucket holding the `q` quantile.
+fn quantile(buckets: &[u32; BUCKETS], count: u64, q: f64) -> Duration {
+    let want = ((count as f64) * q).ceil().max(1.0) as u64;
+    let mut seen = 0u64;
+    for (i, n) in buckets.iter().enumerate() {
+        seen += u64::from(*n);
+        if seen >= want {
+            return Duration::from_micros(2f64.powf(i as f64 / 2.0).ceil() as u64);
+        }
+    }
+    Duration::ZERO
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(digest: u64, user: &str) -> Key<'_> {
+        Key {
+            digest,
+            text: "SELECT ?",
+            user,
+            database: "d",
+            listener: "l",
+        }
+    }
+
+    #[test]
+    fn counts_times_and_quantiles() {
+        let d = Digests::new(100);
+        for ms in 1..=100 {
+            let outcome = Outcome {
+                rows: 1,
+                affected: 0,
+                error: ms == 100,
+            };
+            d.record(&key(1, "a"), Duration::from_millis(ms), outcome);
+        }
+        d.record(&key(1, "b"), Duration::from_millis(5), Outcome::default());
+        let rows = d.rows();
+        assert_eq!(rows.len(), 2);
+        let a = rows.iter().find(|r| &*r.user == "a").unwrap();
+        assert_eq!((a.count, a.rows, a.errors), (100, 100, 1));
+        assert_eq!(a.total, Duration::from_millis(5050));
+        assert_eq!(
+            (a.min, a.max),
+            (Duration::from_millis(1), Duration::from_millis(100))
+        );
+        // Within a bucket (a factor of 1.42) of the true values.
+        assert!(
+            a.p50 >= Duration::from_millis(50) && a.p50 < Duration::from_millis(72),
+            "{:?}",
+            a.p50
+        );
+        assert!(
+            a.p99 >= Duration::from_millis(99) && a.p99 <= Duration::from_millis(100),
+            "{:?}",
+            a.p99
+        );
+    }
+
+    #[test]
+    fn bounded_with_least_recent_evicted() {
+        let d = Digests::new(32);
+        for i in 0..1000u64 {
+            d.record(&key(i, "u"), Duration::from_micros(10), Outcome::default());
+        }
+        let n = d.rows().len();
+        assert!(n <= 32, "{n}");
+        assert_eq!(d.evicted.load(Ordering::Relaxed), 1000 - n as u64);
+        // The most recent are kept.
+        assert!(d.rows().iter().any(|r| r.digest == 999));
+        d.reset();
+        assert!(d.rows().is_empty());
+    }
+}
