@@ -26,6 +26,7 @@ pub(crate) const HANDLERSOCKET_KEYS: &[&str] = &[
     "max_client_connections",
     "tls_cert_file",
     "tls_key_file",
+    "indexes",
 ];
 
 /// Upper bound of `max_open_indexes` (index ids are below it).
@@ -83,6 +84,18 @@ pub(crate) fn read_handlersocket(
     let max_client_connections = r
         .count("max_client_connections", 1, u32::MAX as usize)
         .unwrap_or(DEFAULT_MAX_CLIENT_CONNECTIONS);
+    let indexes = r.string_list("indexes").map(|list| {
+        list.iter()
+            .enumerate()
+            .filter_map(|(i, s)| match IndexGrant::parse(s) {
+                Ok(g) => Some(g),
+                Err(e) => {
+                    r.error(&format!("indexes[{i}]"), e);
+                    None
+                }
+            })
+            .collect::<Vec<_>>()
+    });
     let tls_cert_file = r.path("tls_cert_file");
     let tls_key_file = r.path("tls_key_file");
     match (&tls_cert_file, &tls_key_file) {
@@ -125,6 +138,63 @@ pub(crate) fn read_handlersocket(
             max_client_connections,
             tls_cert_file,
             tls_key_file,
+            indexes,
         })
     })
+}
+
+/// One entry of a HandlerSocket listener's `indexes`: `db.table.index`, optionally
+/// `:col1,col2` (the columns a client may open it with; any when not given); `*` for
+/// the table or the index means any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexGrant {
+    pub db: String,
+    pub table: String,
+    pub index: String,
+    pub columns: Option<Vec<String>>,
+}
+
+impl IndexGrant {
+    pub fn parse(s: &str) -> Result<IndexGrant, String> {
+        let (name, columns) = match s.split_once(':') {
+            Some((n, c)) => (n, Some(c)),
+            None => (s, None),
+        };
+        let parts: Vec<&str> = name.split('.').collect();
+        let [db, table, index] = parts[..] else {
+            return Err(format!(
+                "{s:?} is not db.table.index (optionally :col1,col2; * for any table or index)"
+            ));
+        };
+        if db.is_empty() || table.is_empty() || index.is_empty() || db == "*" {
+            return Err(format!(
+                "{s:?}: name the database, and the table and index or *"
+            ));
+        }
+        let columns = match columns {
+            Some(c) if c.split(',').any(|c| c.trim().is_empty()) => {
+                return Err(format!("{s:?}: empty column name"));
+            }
+            Some(c) => Some(c.split(',').map(|c| c.trim().to_string()).collect()),
+            None => None,
+        };
+        Ok(IndexGrant {
+            db: db.to_string(),
+            table: table.to_string(),
+            index: index.to_string(),
+            columns,
+        })
+    }
+
+    /// Whether it lets a client open `index` of `db`.`table` with these columns.
+    pub fn allows(&self, db: &str, table: &str, index: &str, columns: &[&str]) -> bool {
+        let any = |grant: &str, name: &str| grant == "*" || grant == name;
+        self.db == db
+            && any(&self.table, table)
+            && any(&self.index, index)
+            && self
+                .columns
+                .as_ref()
+                .is_none_or(|allowed| columns.iter().all(|c| allowed.iter().any(|a| a == c)))
+    }
 }

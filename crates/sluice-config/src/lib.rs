@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 
 pub use default::{BUILTIN_DEFAULT_NAME, BUILTIN_DEFAULT_TOML, builtin_default};
 pub use errors::{ConfigError, ConfigErrors};
+pub use handlersocket::IndexGrant;
 pub use passthrough::{AuthQuery, DEFAULT_MYSQL_AUTH_QUERY, DEFAULT_PG_AUTH_QUERY};
 pub use routes::*;
 pub use rules::*;

@@ -438,6 +438,8 @@ pub struct HsListener {
     /// With both: TLS from the first byte (clients must use TLS).
     pub tls_cert_file: Option<PathBuf>,
     pub tls_key_file: Option<PathBuf>,
+    /// What clients may open (`None`: any index of any table the login can read).
+    pub indexes: Option<Vec<crate::handlersocket::IndexGrant>>,
 }
 
 static FALLBACK_POOL: LazyLock<Pool> = LazyLock::new(|| Pool::with_defaults(DEFAULT_POOL_NAME));

@@ -30,6 +30,15 @@ enum Command {
     CheckConfig { file: PathBuf },
     /// Print the built-in default configuration.
     PrintDefault,
+    /// Print a statement's digest id and digest text, as rules (`digest = "0x..."`),
+    /// the firewall's allowlist and the digest table know it.
+    Digest {
+        /// The statement.
+        sql: String,
+        /// Scan it as MySQL does (quotes, comments) rather than PostgreSQL.
+        #[arg(long)]
+        mysql: bool,
+    },
 }
 
 fn init_logging(config: &Config) {
@@ -68,6 +77,16 @@ fn main() -> Result<()> {
         }
         Some(Command::PrintDefault) => {
             print!("{}", sluice_config::BUILTIN_DEFAULT_TOML);
+            return Ok(());
+        }
+        Some(Command::Digest { sql, mysql }) => {
+            let dialect = if mysql {
+                sluice_sql::Dialect::MySql
+            } else {
+                sluice_sql::Dialect::Postgres
+            };
+            let f = sluice_sql::facts(sql.as_bytes(), dialect);
+            println!("{:#018x} {}", f.digest, f.digest_text);
             return Ok(());
         }
         None => {}

@@ -147,3 +147,27 @@ fn stops_cleanly_on_sigterm() {
         "JSON logs: {logs}"
     );
 }
+
+#[test]
+fn digest_prints_the_id_and_text_rules_use() {
+    let out = Command::new(BIN)
+        .args(["digest", "SELECT c FROM t WHERE id = 42 AND k IN (1, 2, 3)"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let f = sluice_sql::facts(
+        b"SELECT c FROM t WHERE id = 7 AND k IN (9)",
+        sluice_sql::Dialect::Postgres,
+    );
+    assert_eq!(text.trim(), format!("{:#018x} {}", f.digest, f.digest_text));
+    assert!(
+        text.contains("SELECT c FROM t WHERE id = ? AND k IN (?)"),
+        "{text}"
+    );
+    let out = Command::new(BIN)
+        .args(["digest", "--mysql", "SELECT `a` FROM t # x"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("SELECT `a` FROM t"));
+}

@@ -331,3 +331,47 @@ async fn an_answer_over_the_cap_fails_alone() {
         4 + 4 + 100
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn index_grants_limit_what_clients_open() {
+    let db = common::my::mariadb();
+    db.sql(
+        "CREATE TABLE test.users (id INT PRIMARY KEY, name VARCHAR(20), secret VARCHAR(20), KEY by_name (name));\
+         CREATE TABLE test.other (id INT PRIMARY KEY);\
+         INSERT INTO test.users VALUES (1, 'ann', 'x')",
+    )
+    .unwrap();
+    let text = config(&db, 1).replace(
+        "mode = \"read-only\"\n",
+        "mode = \"read-only\"\nindexes = [\"test.users.PRIMARY:id,name\", \"test.users.by_name\"]\n",
+    );
+    let h = common::sluice(&text).await;
+    let mut r = client(common::addr(&h, "hs_read")).await;
+    let answers = ask(
+        &mut r,
+        &[
+            "P\t1\ttest\tusers\tPRIMARY\tid,name".into(),
+            "P\t2\ttest\tusers\tPRIMARY\tid,secret".into(),
+            "P\t3\ttest\tother\tPRIMARY\tid".into(),
+            "P\t4\ttest\tusers\tby_name\tid,name,secret".into(),
+            "P\t5\ttest\tusers\tPRIMARY\tid\tsecret".into(),
+            "1\t=\t1\t1".into(),
+        ],
+    )
+    .await;
+    assert_eq!(
+        answers,
+        [
+            "0\t1",
+            "2\t1\tdenied",
+            "2\t1\tdenied",
+            "0\t1",
+            "2\t1\tdenied",
+            "0\t2\t1\tann"
+        ]
+    );
+    // The write listener has no list: anything goes.
+    let mut w = client(common::addr(&h, "hs_write")).await;
+    let open = ask(&mut w, &["P\t1\ttest\tother\tPRIMARY\tid".into()]).await;
+    assert_eq!(open, ["0\t1"]);
+}

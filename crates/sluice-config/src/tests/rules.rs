@@ -177,3 +177,43 @@ mode = "learning"
         ],
     );
 }
+
+#[test]
+fn handlersocket_index_grants() {
+    let text = format!(
+        r#"{BASE}
+[handlersocket.kv]
+address = "127.0.0.1:9998"
+cluster = "main"
+user = "kv"
+indexes = ["test.t.PRIMARY:id,v", "test.logs.*", "shop.*.*"]
+"#
+    );
+    let c = ok(&text);
+    let grants = c.handlersocket["kv"].indexes.clone().unwrap_or_default();
+    assert_eq!(grants.len(), 3);
+    assert!(grants[0].allows("test", "t", "PRIMARY", &["id", "v"]));
+    assert!(grants[0].allows("test", "t", "PRIMARY", &["v"]));
+    assert!(!grants[0].allows("test", "t", "PRIMARY", &["id", "secret"]));
+    assert!(!grants[0].allows("test", "t", "k", &["id"]));
+    assert!(grants[1].allows("test", "logs", "anything", &["x"]));
+    assert!(grants[2].allows("shop", "orders", "PRIMARY", &["x"]));
+    assert!(!grants[2].allows("test", "orders", "PRIMARY", &["x"]));
+    let bad = format!(
+        r#"{BASE}
+[handlersocket.kv]
+address = "127.0.0.1:9998"
+cluster = "main"
+user = "kv"
+indexes = ["test.t",
+    "test.t.i:a,,b"]
+"#
+    );
+    super::assert_errors(
+        &bad,
+        &[
+            (Some(18), "is not db.table.index"),
+            (Some(19), "empty column name"),
+        ],
+    );
+}

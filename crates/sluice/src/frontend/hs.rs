@@ -220,6 +220,9 @@ async fn request(ctx: &HsCtx, conn: &mut Conn, l: &[u8]) -> Result<Req, Part> {
                 let t = t.split(|&b| b == 0).next().unwrap_or_default();
                 String::from_utf8_lossy(t).into_owned()
             };
+            if !granted(&ctx.cfg, &o, &name) {
+                return Err(short(2, "denied"));
+            }
             let table = match ctx.kv.table(&name(o.db), &name(o.table)).await {
                 Ok(Some(t)) => t,
                 Ok(None) => return Err(short(1, "open_table")),
@@ -258,6 +261,29 @@ fn key_matches(secret: &[u8], raw: &[u8]) -> bool {
     let mut seen = plain.to_vec();
     seen.extend_from_slice(&raw[plain.len()..]);
     subtle::ConstantTimeEq::ct_eq(&seen[..], secret).into()
+}
+
+/// Whether the listener's `indexes` let a client open what `o` names (with every
+/// column it asks for, filter columns included).
+fn granted(
+    cfg: &HsListener,
+    o: &sluice_wire_hs::request::Open<'_>,
+    name: &dyn Fn(&[u8]) -> String,
+) -> bool {
+    let Some(grants) = &cfg.indexes else {
+        return true;
+    };
+    let (db, table, index) = (name(o.db), name(o.table), name(o.index));
+    let columns: Vec<String> = [o.columns, o.fcolumns]
+        .iter()
+        .flat_map(|c| c.split(|&b| b == b','))
+        .filter(|c| !c.is_empty())
+        .map(name)
+        .collect();
+    let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+    grants
+        .iter()
+        .any(|g| g.allows(&db, &table, &index, &columns))
 }
 
 #[cfg(test)]
