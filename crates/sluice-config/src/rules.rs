@@ -350,6 +350,13 @@ fn read_rule(
                     .unwrap_or_else(|| format!("statement blocked by rule {number}")),
             }),
             ActionKind::Rewrite => match (&replace, &pattern) {
+                (Some(replace), Some(_)) if replace.contains(';') => {
+                    r.error(
+                        "replace",
+                        "a rewrite must leave one statement: the replacement holds a ';'",
+                    );
+                    None
+                }
                 (Some(replace), Some(_)) => Some(RuleAction::Rewrite {
                     replace: replace.clone(),
                 }),

@@ -191,24 +191,118 @@ enum At {
     Alias(Mode),
 }
 
+/// What identifies a statement's shape: its digest id, its kind and whether the text
+/// holds several statements ([`facts`] without the digest text and the tables; no
+/// allocation: the digest text is built in a buffer kept per thread).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub digest: u64,
+    pub kind: Kind,
+    pub several: bool,
+}
+
+/// The [`Shape`] of `sql`.
+pub fn shape(sql: &[u8], dialect: Dialect) -> Shape {
+    thread_local! {
+        static BUF: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+    }
+    BUF.with(|b| {
+        let mut out = b.borrow_mut();
+        out.clear();
+        let (kind, several) = scan(sql, dialect, &mut out, None);
+        let digest = xxhash_rust::xxh3::xxh3_64(out.as_bytes());
+        if out.capacity() > 64 * 1024 {
+            // One huge statement must not keep its buffer.
+            *out = String::new();
+        }
+        Shape {
+            digest,
+            kind,
+            several,
+        }
+    })
+}
+
 /// Scans `sql` once for its [`Facts`].
 pub fn facts(sql: &[u8], dialect: Dialect) -> Facts {
-    let mut d = Digest::new(dialect);
+    let mut digest_text = String::new();
+    let mut t = TableScan::default();
+    let (kind, several) = scan(sql, dialect, &mut digest_text, Some(&mut t));
+    Facts {
+        kind,
+        digest: xxhash_rust::xxh3::xxh3_64(digest_text.as_bytes()),
+        digest_text,
+        tables: t.finish(),
+        several,
+    }
+}
+
+/// The table-name reader's state.
+#[derive(Default)]
+struct TableScan {
+    at: Option<At>,
+    tables: Vec<String>,
+    current: String,
+    ctes: Vec<String>,
+    prev_ident: Option<String>,
+}
+
+impl TableScan {
+    fn step(&mut self, t: &Token<'_>, cte_here: bool) {
+        // A WITH clause's names (`name AS (` before the main statement starts).
+        if t.is("as")
+            && cte_here
+            && let Some(p) = self.prev_ident.take()
+        {
+            self.ctes.push(p);
+        }
+        let at = self.at.unwrap_or(At::Nothing);
+        self.at = Some(step_tables(at, t, &mut self.current, &mut self.tables));
+        self.prev_ident = t.ident();
+        if let Some(p) = &self.prev_ident
+            && NOT_ALIAS.contains(&p.as_str())
+        {
+            self.prev_ident = None;
+        }
+    }
+
+    fn finish(mut self) -> Vec<String> {
+        if !self.current.is_empty() {
+            self.tables.push(std::mem::take(&mut self.current));
+        }
+        let ctes = self.ctes;
+        self.tables.retain(|t| !ctes.contains(t));
+        let mut unique: Vec<String> = Vec::with_capacity(self.tables.len());
+        for t in self.tables {
+            if !unique.contains(&t) {
+                unique.push(t);
+            }
+        }
+        unique
+    }
+}
+
+/// One pass: the digest text into `out`, the tables into `tables` when asked; returns
+/// the kind and whether there were several statements.
+fn scan(
+    sql: &[u8],
+    dialect: Dialect,
+    out: &mut String,
+    mut tables: Option<&mut TableScan>,
+) -> (Kind, bool) {
+    let mut d = Digest::new(dialect, out);
     let mut tokens = Tokens::new_in(sql, dialect);
     let mut kind: Option<Kind> = None;
     let mut with = false;
     let mut depth = 0usize;
-    let mut at = At::Nothing;
-    let mut tables: Vec<String> = Vec::new();
-    let mut current = String::new();
-    let mut ctes: Vec<String> = Vec::new();
-    let mut prev_ident: Option<String> = None;
     let mut statements = 0usize;
     let mut pending_end = false;
     while let Some((t, span)) = tokens.next_spanned() {
         if t == Token::Semicolon {
             pending_end = true;
-            at = At::Nothing;
+            if let Some(ts) = tables.as_deref_mut() {
+                ts.at = Some(At::Nothing);
+            }
             continue;
         }
         if pending_end || statements == 0 {
@@ -231,41 +325,11 @@ pub fn facts(sql: &[u8], dialect: Dialect) -> Facts {
                 kind = Kind::of_first_word(&t).or(if with { None } else { Some(Kind::Other) });
             }
         }
-        // A WITH clause's names (`name AS (` before the main statement starts).
-        if t.is("as")
-            && with
-            && kind.is_none()
-            && depth == 0
-            && let Some(p) = prev_ident.take()
-        {
-            ctes.push(p);
-        }
-        at = step_tables(at, &t, &mut current, &mut tables);
-        prev_ident = t.ident();
-        if let Some(p) = &prev_ident
-            && NOT_ALIAS.contains(&p.as_str())
-        {
-            prev_ident = None;
+        if let Some(ts) = tables.as_deref_mut() {
+            ts.step(&t, with && kind.is_none() && depth == 0);
         }
     }
-    if !current.is_empty() {
-        tables.push(std::mem::take(&mut current));
-    }
-    tables.retain(|t| !ctes.contains(t));
-    let mut unique: Vec<String> = Vec::with_capacity(tables.len());
-    for t in tables {
-        if !unique.contains(&t) {
-            unique.push(t);
-        }
-    }
-    let digest_text = d.finish();
-    Facts {
-        kind: kind.unwrap_or(Kind::Other),
-        digest: xxhash_rust::xxh3::xxh3_64(digest_text.as_bytes()),
-        digest_text,
-        tables: unique,
-        several: statements > 1,
-    }
+    (kind.unwrap_or(Kind::Other), statements > 1)
 }
 
 /// One token's effect on the table-name reader.
@@ -349,8 +413,8 @@ fn alias(t: &Token<'_>) -> bool {
 }
 
 /// Builds the digest text.
-struct Digest {
-    out: String,
+struct Digest<'o> {
+    out: &'o mut String,
     dialect: Dialect,
     /// End of the previous token in the text, to keep operators like `<=` whole.
     last_end: usize,
@@ -360,10 +424,10 @@ struct Digest {
     after_in: bool,
 }
 
-impl Digest {
-    fn new(dialect: Dialect) -> Self {
+impl<'o> Digest<'o> {
+    fn new(dialect: Dialect, out: &'o mut String) -> Self {
         Digest {
-            out: String::new(),
+            out,
             dialect,
             last_end: usize::MAX,
             last: None,
@@ -444,10 +508,6 @@ impl Digest {
             Token::Punct(c) if !value => Some(c),
             _ => Some(b'w'),
         };
-    }
-
-    fn finish(self) -> String {
-        self.out
     }
 }
 

@@ -173,8 +173,11 @@ proptest! {
     }
 
     #[test]
-    fn never_panics(s in "\\PC{0,80}") {
-        let _ = pg(&s);
-        let _ = my(&s);
+    fn never_panics_and_shape_agrees(s in "\\PC{0,80}") {
+        for dialect in [Dialect::Postgres, Dialect::MySql] {
+            let f = facts(s.as_bytes(), dialect);
+            let shape = super::shape(s.as_bytes(), dialect);
+            prop_assert_eq!(shape, Shape { digest: f.digest, kind: f.kind, several: f.several });
+        }
     }
 }

@@ -16,7 +16,7 @@ pub mod signal;
 pub use class::{Class, classify};
 pub use effects::{Effect, effects};
 pub use effects_my::effects_mysql;
-pub use facts::{Facts, Kind, facts};
+pub use facts::{Facts, Kind, Shape, facts, shape};
 pub use lex::{Dialect, Token, Tokens};
 
 /// Cheap pre-check: true when `sql` certainly has no session-state effect, without

@@ -60,6 +60,18 @@ impl<C: crate::mux::MuxConn> ProtoState<C> {
     }
 }
 
+/// Counters of the `mirror` rule action.
+#[derive(Default)]
+pub struct Mirrors {
+    /// Running now.
+    pub running: AtomicUsize,
+    pub done: std::sync::atomic::AtomicU64,
+    /// Failed or timed out (the client never knows).
+    pub failed: std::sync::atomic::AtomicU64,
+    /// Not run: too many running already, or no server to run them on.
+    pub dropped: std::sync::atomic::AtomicU64,
+}
+
 pub struct Shared {
     pub config: ArcSwap<Config>,
     pub pg: ProtoState<crate::backend::pg::ServerConn>,
@@ -86,6 +98,8 @@ pub struct Shared {
     pub budgets: HashMap<String, Arc<crate::pool::budget::ServerBudget>>,
     /// The SQL firewall's allowlist (firewall/).
     pub firewall: Arc<crate::firewall::Firewall>,
+    /// Statements mirrored by rules (session/mirror.rs).
+    pub mirrors: Mirrors,
     /// Query digests (stats/); None when `digest_max_entries` is 0.
     pub digests: Option<Arc<crate::stats::Digests>>,
     pub shutdown: watch::Receiver<bool>,
@@ -115,6 +129,7 @@ impl Shared {
             topology: crate::topology::Topologies::new(&config),
             tickets: Default::default(),
             schema_epoch: Default::default(),
+            mirrors: Mirrors::default(),
             digests: match config.general.digest_max_entries {
                 0 => None,
                 n => Some(Arc::new(crate::stats::Digests::new(n))),

@@ -91,3 +91,37 @@ async fn block_rewrite_and_fields() {
     let hits = h.shared.my.rules.load().set.hits();
     assert_eq!(hits[0], (1, 6), "{hits:?}");
 }
+
+#[tokio::test]
+async fn timeout_is_max_statement_time() {
+    let db = mariadb();
+    let rules = r#"
+[[rules]]
+pattern = "SLEEP"
+action = "timeout"
+timeout = "300ms"
+"#;
+    let h = common::sluice(&config_text(&db, 4, "2s", rules)).await;
+    for listener in ["tx", "session"] {
+        let mut c = connect(common::addr(&h, listener)).await;
+        let started = std::time::Instant::now();
+        let e = c.query_drop("SELECT SLEEP(10) FROM (SELECT 1) t").await;
+        // MariaDB interrupts it: error 1969, or SLEEP's own answer 1 when interrupted.
+        if let Err(e) = e {
+            assert_eq!(code(&e).0, 1969, "{listener}");
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{listener}"
+        );
+        let v: Option<i64> = c
+            .exec_first("SELECT SLEEP(?)", (10,))
+            .await
+            .unwrap_or(Some(1));
+        assert_eq!(v, Some(1));
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(8),
+            "{listener}"
+        );
+    }
+}

@@ -20,10 +20,10 @@ replace = "pg_sleep(0)"
 continue = true
 
 [[rules]]
-pattern = "two_statements"
+pattern = "two_statements\\('([^']*)'\\)"
 match_on = "text"
 action = "rewrite"
-replace = "1; SELECT 2"
+replace = "$1"
 
 [[rules]]
 kind = "ddl"
@@ -126,7 +126,11 @@ async fn rewrite_changes_the_text_and_refuses_two_statements() {
     let rows = c.query("SELECT pg_sleep(30)::text", &[]).await.unwrap();
     assert_eq!(rows.len(), 1);
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
-    let e = c.batch_execute("SELECT two_statements").await.unwrap_err();
+    // The rule's replacement makes two statements of it: refused, never sent.
+    let e = c
+        .batch_execute("SELECT two_statements('1; SELECT 2')")
+        .await
+        .unwrap_err();
     assert_eq!(sqlstate(&e), "42501");
     assert!(message(&e).contains("more than one"), "{e:?}");
     let one: i32 = c.query_one("SELECT 1", &[]).await.unwrap().get(0);
@@ -204,4 +208,27 @@ async fn a_digest_rule_matches_whatever_the_literals() {
         assert_eq!(sqlstate(&e), "42501", "{sql}");
     }
     c.batch_execute("SELECT 1 - 1").await.unwrap();
+}
+
+#[tokio::test]
+async fn timeout_cancels_the_statement_on_the_server() {
+    let pg = pg();
+    let rules = r#"
+[[rules]]
+pattern = "pg_sleep"
+action = "timeout"
+timeout = "300ms"
+"#;
+    let h = sluice(&config_text(&pg, 4, "2s", rules)).await;
+    for listener in ["tx", "session"] {
+        let c = app(addr(&h, listener)).await;
+        let started = std::time::Instant::now();
+        let e = c.batch_execute("SELECT pg_sleep(10)").await.unwrap_err();
+        assert_eq!(sqlstate(&e), "57014", "{listener}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        let e = c.query("SELECT pg_sleep($1)", &[&10f64]).await.unwrap_err();
+        assert_eq!(sqlstate(&e), "57014", "{listener}");
+        // Other statements have no timeout.
+        c.batch_execute("SELECT 1").await.unwrap();
+    }
 }

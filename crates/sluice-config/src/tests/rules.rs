@@ -116,6 +116,11 @@ replace = "x"
 client_address = "10.0.0.0/40"
 action = "explode"
 
+[[rules]]
+pattern = "x"
+action = "rewrite"
+replace = "1; DROP TABLE t"
+
 [tables.orders]
 cluster = "main"
 
@@ -136,7 +141,8 @@ cluster = "gone"
             (Some(27), "needs pattern"),
             (Some(32), "prefix length"),
             (Some(33), "invalid value \"explode\""),
-            (Some(39), "cluster \"gone\" does not exist"),
+            (Some(38), "a rewrite must leave one statement"),
+            (Some(44), "cluster \"gone\" does not exist"),
         ],
     );
 }

@@ -52,9 +52,14 @@ pub struct Firewall {
     pub learned: AtomicU64,
 }
 
-/// A user's key in the list: the user's hash and the digest.
+/// A user's key in the list: the user's hash ([`user_hash`]) and the digest.
 pub fn key(user: &str, digest: u64) -> u128 {
-    (u128::from(xxhash_rust::xxh3::xxh3_64(user.as_bytes())) << 64) | u128::from(digest)
+    (u128::from(user_hash(user)) << 64) | u128::from(digest)
+}
+
+/// The hash of a user name the list is keyed by (a session computes it once).
+pub fn user_hash(user: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(user.as_bytes())
 }
 
 impl Firewall {
@@ -122,10 +127,21 @@ impl Firewall {
 
     /// Checks a statement of `user` (its digest and digest text) in `mode`.
     pub fn check(&self, mode: FirewallMode, user: &str, digest: u64, text: &str) -> Check {
+        self.check_hashed(mode, (user_hash(user), user), digest, text)
+    }
+
+    /// [`Firewall::check`] with the user's [`user_hash`] computed already.
+    pub fn check_hashed(
+        &self,
+        mode: FirewallMode,
+        (hash, user): (u64, &str),
+        digest: u64,
+        text: &str,
+    ) -> Check {
         if mode == FirewallMode::Off {
             return Check::Allowed;
         }
-        let k = key(user, digest);
+        let k = (u128::from(hash) << 64) | u128::from(digest);
         if let Some(e) = self.entries.read().get(&k) {
             e.count.fetch_add(1, Ordering::Relaxed);
             return Check::Allowed;

@@ -57,6 +57,12 @@ impl Bits {
         }
     }
 
+    fn clear(&mut self, i: usize) {
+        if let Some(w) = self.0.get_mut(i / 64) {
+            *w &= !(1 << (i % 64));
+        }
+    }
+
     fn get(&self, i: usize) -> bool {
         self.0.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
     }
@@ -378,25 +384,23 @@ impl RuleSet {
             .collect()
     }
 
-    /// Which rules' statement fields (digest, pattern, tables, kind) `facts` meets.
-    fn statement_matches(
-        &self,
-        facts: &sluice_sql::Facts,
-        text: &[u8],
-        on_digest: &[usize],
-    ) -> Bits {
+    /// Which rules' statement fields (digest, pattern on the digest, tables, kind)
+    /// `facts` meets; patterns on the text count as met (see [`RuleSet::with_text`]).
+    fn statement_matches(&self, facts: &sluice_sql::Facts) -> Bits {
         let mut bits = Bits::new(self.rules.len());
-        let on_text: Vec<usize> = if self.on_text.is_empty() {
+        let on_digest: Vec<usize> = if self.on_digest.is_empty() {
             Vec::new()
         } else {
-            self.on_text.matches(text).into_iter().collect()
+            self.on_digest
+                .matches(&facts.digest_text)
+                .into_iter()
+                .collect()
         };
         for (i, c) in self.rules.iter().enumerate() {
             let w = &c.rule.when;
             let pattern_ok = match c.pattern {
-                None => true,
                 Some((MatchOn::Digest, k)) => on_digest.contains(&k),
-                Some((MatchOn::Text, k)) => on_text.contains(&k),
+                _ => true,
             };
             let ok = pattern_ok
                 && w.digest.is_none_or(|d| d == facts.digest)
@@ -412,12 +416,23 @@ impl RuleSet {
         bits
     }
 
-    /// The digest patterns `digest_text` matches.
-    fn digest_matches(&self, digest_text: &str) -> Vec<usize> {
-        if self.on_digest.is_empty() {
-            return Vec::new();
+    /// Whether any rule has a pattern on the statement's text.
+    fn on_text_patterns(&self) -> bool {
+        !self.on_text.is_empty()
+    }
+
+    /// `base` (a statement's matches) with the patterns on the text matched on `text`.
+    fn with_text(&self, base: &Bits, text: &[u8]) -> Bits {
+        let hits: Vec<usize> = self.on_text.matches(text).into_iter().collect();
+        let mut bits = base.clone();
+        for (i, c) in self.rules.iter().enumerate() {
+            if let Some((MatchOn::Text, k)) = c.pattern
+                && !hits.contains(&k)
+            {
+                bits.clear(i);
+            }
         }
-        self.on_digest.matches(digest_text).into_iter().collect()
+        bits
     }
 }
 

@@ -1,7 +1,9 @@
-//! What the rules need of a statement, computed once per distinct text: its facts (one
-//! pass of `sluice_sql::facts`: kind, digest, tables) and which rules' statement fields
-//! it meets. Cached by a 128-bit hash of the text; the regexes on the digest text run
-//! once per digest id (statements that differ only in their literals share them).
+//! What the rules need of a statement: its facts (kind, digest, tables) and which
+//! rules' statement fields it meets, cached by digest id. Statements that differ only
+//! in their literals share one entry: a statement costs one pass of the scanner
+//! (`sluice_sql::shape`, which builds its digest in a reused buffer and allocates
+//! nothing) and a lookup; the full facts and the regexes on the digest text run once per
+//! digest id. Patterns on the text itself run per statement, where rules have any.
 
 use super::{Bits, RuleSet};
 use parking_lot::Mutex;
@@ -12,29 +14,27 @@ use std::sync::Arc;
 /// A statement as the rules see it.
 #[derive(Debug)]
 pub struct Statement {
-    pub facts: Facts,
+    pub facts: Arc<Facts>,
     /// The rules whose statement fields it meets.
     pub(super) matches: Bits,
 }
 
-/// Entries kept per shard; a full shard starts again empty (the working set of an
-/// application is a few hundred statements; one-off texts must not grow it).
-const PER_SHARD: usize = 2048;
+/// Entries kept per shard; a full shard starts again empty (an application has a few
+/// hundred statement shapes).
+const PER_SHARD: usize = 1024;
 const SHARDS: usize = 16;
 
-/// Statements by text, and digest-pattern matches by digest id, for one rule set.
+/// Statements by digest id, for one rule set.
 pub struct StatementCache {
     dialect: Dialect,
-    texts: [Mutex<HashMap<u128, Arc<Statement>>>; SHARDS],
-    digests: Mutex<HashMap<u64, Arc<[usize]>>>,
+    shards: [Mutex<HashMap<u64, Arc<Statement>>>; SHARDS],
 }
 
 impl StatementCache {
     pub fn new(dialect: Dialect) -> StatementCache {
         StatementCache {
             dialect,
-            texts: std::array::from_fn(|_| Mutex::default()),
-            digests: Mutex::default(),
+            shards: std::array::from_fn(|_| Mutex::default()),
         }
     }
 
@@ -44,33 +44,29 @@ impl StatementCache {
 
     /// The statement `text`, as `rules` see it.
     pub fn get(&self, rules: &RuleSet, text: &[u8]) -> Arc<Statement> {
-        let key = xxhash_rust::xxh3::xxh3_128(text);
-        let shard = &self.texts[(key as usize) % SHARDS];
-        if let Some(s) = shard.lock().get(&key) {
-            return s.clone();
+        let shape = sluice_sql::shape(text, self.dialect);
+        let shard = &self.shards[(shape.digest as usize) % SHARDS];
+        let cached = shard.lock().get(&shape.digest).cloned();
+        let stmt = match cached {
+            Some(s) => s,
+            None => {
+                let facts = Arc::new(sluice_sql::facts(text, self.dialect));
+                let matches = rules.statement_matches(&facts);
+                let stmt = Arc::new(Statement { facts, matches });
+                let mut map = shard.lock();
+                if map.len() >= PER_SHARD {
+                    map.clear();
+                }
+                map.insert(shape.digest, stmt.clone());
+                stmt
+            }
+        };
+        if !rules.on_text_patterns() {
+            return stmt;
         }
-        let facts = sluice_sql::facts(text, self.dialect);
-        let on_digest = self.digest_matches(rules, &facts);
-        let matches = rules.statement_matches(&facts, text, &on_digest);
-        let stmt = Arc::new(Statement { facts, matches });
-        let mut map = shard.lock();
-        if map.len() >= PER_SHARD {
-            map.clear();
-        }
-        map.insert(key, stmt.clone());
-        stmt
-    }
-
-    fn digest_matches(&self, rules: &RuleSet, facts: &Facts) -> Arc<[usize]> {
-        if let Some(m) = self.digests.lock().get(&facts.digest) {
-            return m.clone();
-        }
-        let m: Arc<[usize]> = rules.digest_matches(&facts.digest_text).into();
-        let mut map = self.digests.lock();
-        if map.len() >= PER_SHARD * SHARDS {
-            map.clear();
-        }
-        map.insert(facts.digest, m.clone());
-        m
+        Arc::new(Statement {
+            facts: stmt.facts.clone(),
+            matches: rules.with_text(&stmt.matches, text),
+        })
     }
 }

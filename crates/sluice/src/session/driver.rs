@@ -81,6 +81,11 @@ pub struct Core<C: PoolConn> {
     /// those sent, by the protocol's token (session/judge.rs).
     pub digest_next: Option<super::judge::Pending>,
     pub digest_wait: std::collections::VecDeque<(u64, super::judge::Pending)>,
+    /// A rule's timeout for the statement judged last (PostgreSQL: the clock cancels
+    /// it; MariaDB gets it as max_statement_time in the statement's text).
+    pub stmt_timeout: Option<std::time::Duration>,
+    /// A rule mirrors the statement judged last to this cluster.
+    pub mirror_to: Option<Arc<str>>,
 }
 
 /// What a session knows when it starts relaying.
@@ -123,6 +128,8 @@ impl<C: PoolConn> Core<C> {
             deferred: None,
             digest_next: None,
             digest_wait: Default::default(),
+            stmt_timeout: None,
+            mirror_to: None,
         }
     }
 

@@ -22,10 +22,14 @@ pub struct Judging {
     rules: Arc<Rules>,
     who: Who,
     firewall: FirewallMode,
+    /// The user's hash in the allowlist.
+    user_hash: u64,
     allowlist: Arc<Firewall>,
     digests: Option<Arc<Digests>>,
-    /// The session's current database, as its digests are kept by.
+    /// The session's current database, as its digests are kept by, and the hash of
+    /// (user, database, listener) they are kept under.
     database: Arc<str>,
+    session: u64,
     /// The statement judged last, and the prepared statements of a session whose
     /// protocol relay does not keep their texts (session mode), by name, for digests.
     last: Option<Arc<Statement>>,
@@ -39,6 +43,8 @@ const PREPARED_MAX: usize = 1024;
 pub struct Pending {
     stmt: Arc<Statement>,
     database: Arc<str>,
+    /// `stats::Key::session` of the session's user, database and listener.
+    session: u64,
     at: Instant,
 }
 
@@ -69,9 +75,11 @@ impl Judging {
             rules,
             who,
             firewall,
+            user_hash: crate::firewall::user_hash(user),
             allowlist: shared.firewall.clone(),
             digests,
             database: database.into(),
+            session: DigestKey::session(user, database, &listener.name),
             last: None,
             prepared: Default::default(),
         }))
@@ -111,10 +119,13 @@ pub fn judge<C: PoolConn>(
 ) -> Judged {
     core.target = None;
     core.digest_next = None;
+    core.stmt_timeout = None;
+    core.mirror_to = None;
     if let Some(j) = core.judging.as_deref_mut()
         && *j.database != *database
     {
         j.database = database.into();
+        j.session = DigestKey::session(&j.who.user, database, &j.who.listener);
     }
     let Some(j) = core.judging.as_deref() else {
         return Judged::Run;
@@ -123,6 +134,7 @@ pub fn judge<C: PoolConn>(
     let pending = j.digests.as_ref().map(|_| Pending {
         stmt: stmt.clone(),
         database: j.database.clone(),
+        session: j.session,
         at: Instant::now(),
     });
     if pending.is_some()
@@ -151,7 +163,8 @@ pub fn judge<C: PoolConn>(
         return Judged::Refuse(Error::new(Kind::Denied, Side::Client, message.to_string()));
     }
     let (digest, text) = (stmt.facts.digest, &stmt.facts.digest_text);
-    if !again && j.allowlist.check(j.firewall, &j.who.user, digest, text) == Check::Refused {
+    let who = (j.user_hash, j.who.user.as_str());
+    if !again && j.allowlist.check_hashed(j.firewall, who, digest, text) == Check::Refused {
         return Judged::Refuse(Error::new(
             Kind::Denied,
             Side::Client,
@@ -191,14 +204,30 @@ pub fn judge<C: PoolConn>(
         }
         core.target = Some(t);
     }
-    match v.rewrite {
-        Some(text) if sluice_sql::facts(&text, j.rules.cache.dialect()).several => {
-            Judged::Refuse(Error::new(
-                Kind::Denied,
-                Side::Client,
-                "a rewrite rule made this statement into more than one; it was not sent",
-            ))
+    if between && !again {
+        core.mirror_to = v.mirror;
+    }
+    let dialect = j.rules.cache.dialect();
+    let mut rewrite = v.rewrite;
+    if let Some(t) = v.timeout {
+        match dialect {
+            sluice_sql::Dialect::Postgres => core.stmt_timeout = Some(t),
+            // MariaDB cancels it itself.
+            sluice_sql::Dialect::MySql => {
+                let text = rewrite.as_deref().unwrap_or(sql);
+                let mut with = format!("SET STATEMENT max_statement_time={} FOR ", t.as_secs_f64())
+                    .into_bytes();
+                with.extend_from_slice(text);
+                rewrite = Some(with);
+            }
         }
+    }
+    match rewrite {
+        Some(text) if sluice_sql::facts(&text, dialect).several => Judged::Refuse(Error::new(
+            Kind::Denied,
+            Side::Client,
+            "a rewrite rule made this statement into more than one; it was not sent",
+        )),
         Some(text) => Judged::Rewrite(text),
         None => Judged::Run,
     }
@@ -283,7 +312,7 @@ pub fn digest_done<C: PoolConn>(core: &mut Core<C>, token: u64, outcome: Outcome
                 database: &p.database,
                 listener: &j.who.listener,
             };
-            d.record(&key, p.at.elapsed(), outcome);
+            d.record(&key, p.session, p.at.elapsed(), outcome);
         }
     }
 }
@@ -314,6 +343,7 @@ pub fn recall<C: PoolConn>(core: &mut Core<C>, name: &[u8]) {
     core.digest_next = j.prepared.get(name).map(|stmt| Pending {
         stmt: stmt.clone(),
         database: j.database.clone(),
+        session: j.session,
         at: Instant::now(),
     });
 }

@@ -8,6 +8,7 @@ pub mod effects;
 pub mod judge;
 pub mod ledger;
 pub mod lost;
+pub mod mirror;
 pub mod mysql;
 pub mod pg;
 pub mod plan;

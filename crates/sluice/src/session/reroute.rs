@@ -319,6 +319,26 @@ fn pool_of<C: PoolConn>(
         mark.on = Some((picked.name.clone(), addr));
         return None;
     }
+    let next = pool_on_server(shared, listener, (pools, pool), server, (retarget, newer))?;
+    tracing::debug!(from = %pool.key.server, to = %next.key.server, "session rerouted");
+    mark.on = Some((picked.name.clone(), next.key.server.clone()));
+    Some(next)
+}
+
+/// The pool of the same key (user, database, shaping parameters) as `pool` on
+/// `server`, made if needed, its opener pointed there (None: `pool` cannot open
+/// connections by itself).
+pub fn pool_on_server<C: PoolConn>(
+    shared: &Shared,
+    listener: &Listener,
+    (pools, pool): (&Pools<C>, &Arc<Pool<C>>),
+    server: &sluice_config::Server,
+    (retarget, newer): (
+        impl FnOnce(&C::Opener, Target) -> C::Opener,
+        impl FnOnce(&C::Opener, &C::Opener) -> bool,
+    ),
+) -> Option<Arc<Pool<C>>> {
+    let config = shared.config.load();
     let pool_cfg = config.pool_for(listener);
     let want = Want {
         route: &listener.route,
@@ -344,8 +364,6 @@ fn pool_of<C: PoolConn>(
     if next.opener().is_none_or(|o| newer(&opener, &o)) {
         next.set_opener(Arc::new(retarget(&opener, target)));
     }
-    tracing::debug!(from = %pool.key.server, to = %next.key.server, "session rerouted");
-    mark.on = Some((picked.name.clone(), next.key.server.clone()));
     Some(next)
 }
 

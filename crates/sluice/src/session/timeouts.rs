@@ -72,6 +72,8 @@ pub struct Clock {
     since: Instant,
     /// The request of this Busy phase has been cancelled already.
     cancelled: bool,
+    /// A rule's `timeout` for the statement now running (shorter than `query` wins).
+    statement: Option<Duration>,
 }
 
 impl Clock {
@@ -83,14 +85,34 @@ impl Clock {
                 phase: Phase::Idle,
                 since: Instant::now(),
                 cancelled: false,
+                statement: None,
             })
         })
+    }
+
+    /// The statement about to run is cancelled after `t` (a rule's timeout): the
+    /// session's clock, made now if it has none.
+    pub fn for_statement(clock: &mut Option<Box<Clock>>, t: Duration) {
+        let c = clock.get_or_insert_with(|| {
+            Box::new(Clock {
+                t: Timeouts::default(),
+                phase: Phase::Idle,
+                since: Instant::now(),
+                cancelled: false,
+                statement: None,
+            })
+        });
+        c.statement = Some(t);
     }
 
     /// The client is in `phase` now (`activity`: it just sent something, which restarts
     /// an idle period); returns the next deadline, if any.
     pub fn observe(&mut self, phase: Phase, activity: bool) -> Option<Instant> {
         if phase != self.phase || activity && phase != Phase::Busy {
+            if self.phase == Phase::Busy {
+                // The statement that ran has ended.
+                self.statement = None;
+            }
             self.phase = phase;
             self.since = Instant::now();
             self.cancelled = false;
@@ -99,7 +121,10 @@ impl Clock {
             Phase::Idle => self.t.client_idle,
             Phase::IdleInTransaction => self.t.idle_transaction,
             Phase::Busy if self.cancelled => None,
-            Phase::Busy => self.t.query,
+            Phase::Busy => match (self.t.query, self.statement) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
         }?;
         Some(self.since + after)
     }

@@ -27,14 +27,14 @@ pub struct Key<'a> {
 }
 
 impl Key<'_> {
-    fn id(&self) -> u128 {
+    /// A hash of who ran it (user, database, listener): computed once per session.
+    pub fn session(user: &str, database: &str, listener: &str) -> u64 {
         let mut h = xxhash_rust::xxh3::Xxh3::new();
-        h.update(&self.digest.to_le_bytes());
-        for part in [self.user, self.database, self.listener] {
+        for part in [user, database, listener] {
             h.update(part.as_bytes());
             h.update(&[0]);
         }
-        h.digest128()
+        h.digest()
     }
 }
 
@@ -124,8 +124,10 @@ impl Digests {
         }
     }
 
-    pub fn record(&self, key: &Key<'_>, took: Duration, outcome: Outcome) {
-        let id = key.id();
+    /// Counts a statement of `key`; `session` is [`Key::session`] of its user,
+    /// database and listener.
+    pub fn record(&self, key: &Key<'_>, session: u64, took: Duration, outcome: Outcome) {
+        let id = (u128::from(key.digest) << 64) | u128::from(session);
         let now = Instant::now();
         let mut shard = self.shards[(id as usize) % SHARDS].lock();
         if !shard.contains_key(&id) && shard.len() >= self.per_shard {
@@ -241,9 +243,14 @@ mod tests {
                 affected: 0,
                 error: ms == 100,
             };
-            d.record(&key(1, "a"), Duration::from_millis(ms), outcome);
+            d.record(&key(1, "a"), 1, Duration::from_millis(ms), outcome);
         }
-        d.record(&key(1, "b"), Duration::from_millis(5), Outcome::default());
+        d.record(
+            &key(1, "b"),
+            2,
+            Duration::from_millis(5),
+            Outcome::default(),
+        );
         let rows = d.rows();
         assert_eq!(rows.len(), 2);
         let a = rows.iter().find(|r| &*r.user == "a").unwrap();
@@ -270,7 +277,12 @@ mod tests {
     fn bounded_with_least_recent_evicted() {
         let d = Digests::new(32);
         for i in 0..1000u64 {
-            d.record(&key(i, "u"), Duration::from_micros(10), Outcome::default());
+            d.record(
+                &key(i, "u"),
+                3,
+                Duration::from_micros(10),
+                Outcome::default(),
+            );
         }
         let n = d.rows().len();
         assert!(n <= 32, "{n}");

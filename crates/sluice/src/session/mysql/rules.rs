@@ -38,7 +38,14 @@ impl Relay {
         let payload = cbuf.get(5..4 + len).unwrap_or_default();
         let judged = match cmd {
             consts::COM_QUERY | consts::COM_STMT_PREPARE => {
-                judge::judge(&mut self.core, payload, &database, (false, between))
+                let j = judge::judge(&mut self.core, payload, &database, (false, between));
+                if let Some(cluster) = self.core.mirror_to.take()
+                    && cmd == consts::COM_QUERY
+                    && !matches!(j, Judged::Refuse(_))
+                {
+                    crate::session::mirror::send(self, &cluster, payload);
+                }
+                j
             }
             consts::COM_STMT_EXECUTE | consts::COM_STMT_CLOSE => {
                 let id = cbuf.get(4..4 + len).and_then(super::state::stmt_id);

@@ -389,6 +389,7 @@ impl Relay {
         }
         self.tracker.push(TKind::Query, Origin::Client, t);
         judge::digest_sent(&mut self.core, t);
+        self.statement_timeout();
         self.core.io.to_server.extend_from_slice(frame);
     }
 
@@ -563,6 +564,7 @@ impl Relay {
         let t = self.token();
         self.tracker.push(TKind::Execute, Origin::Client, t);
         judge::digest_sent(&mut self.core, t);
+        self.statement_timeout();
         if self.tx_mode() {
             let portal = msg::query_text(body).unwrap_or_default();
             let effects = if portal.is_empty() {

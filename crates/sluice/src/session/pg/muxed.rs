@@ -170,6 +170,7 @@ impl Relay {
         }
         self.core.muxed = Some(answer);
         crate::session::judge::digest_sent(&mut self.core, crate::session::judge::SHARED);
+        self.statement_timeout();
         Some(())
     }
 }

@@ -26,7 +26,15 @@ impl Relay {
         let between = self.tracker.is_idle() && self.status == b'I';
         let judged = match tag {
             fe::QUERY => match msg::query_text(body) {
-                Some(sql) => judge::judge(&mut self.core, sql, &database, (false, between)),
+                Some(sql) => {
+                    let j = judge::judge(&mut self.core, sql, &database, (false, between));
+                    if let Some(cluster) = self.core.mirror_to.take()
+                        && !matches!(j, Judged::Refuse(_))
+                    {
+                        crate::session::mirror::send(self, &cluster, sql);
+                    }
+                    j
+                }
                 None => Judged::Run,
             },
             fe::PARSE => match msg::parse(body) {
@@ -108,6 +116,13 @@ impl Relay {
             encode::query(&mut self.core.io.to_server, &begin);
             let t = self.token();
             self.tracker.push(TKind::Query, Origin::Injected, t);
+        }
+    }
+
+    /// A rule gave the statement being sent a timeout: the session's clock cancels it.
+    pub(super) fn statement_timeout(&mut self) {
+        if let Some(t) = self.core.stmt_timeout.take() {
+            crate::session::timeouts::Clock::for_statement(&mut self.core.clock, t);
         }
     }
 }
