@@ -24,6 +24,9 @@ pub enum Scenario {
     ReadWrite,
     /// 90 % point selects, 10 % single updates, no transactions.
     ReadMostly,
+    /// TPC-C-like order entry: per new order, a transaction on the order tables and one
+    /// on the stock tables.
+    NewOrder,
     /// HandlerSocket primary-key lookups (`--depth` in flight per connection).
     KvLookup,
 }
@@ -35,6 +38,7 @@ impl Scenario {
             Scenario::PointSelect => "point-select",
             Scenario::ReadWrite => "read-write",
             Scenario::ReadMostly => "read-mostly",
+            Scenario::NewOrder => "new-order",
             Scenario::KvLookup => "kv-lookup",
         }
     }
@@ -45,6 +49,7 @@ impl Scenario {
             Scenario::PointSelect => Some(Workload::PointSelect),
             Scenario::ReadWrite => Some(Workload::ReadWrite),
             Scenario::ReadMostly => Some(Workload::ReadMostly),
+            Scenario::NewOrder => Some(Workload::NewOrder),
             Scenario::KvLookup => None,
         }
     }

@@ -201,12 +201,17 @@ fn setup_table(f: &BenchFile, t: &TableSpec) -> Result<()> {
     };
     for s in setup {
         let st = sql_target(s)?;
-        let filled = runtime()?
-            .block_on(ensure_table(&st, keys))
-            .with_context(|| format!("table {}: set up through {}", t.id, s.name))?;
+        let (filled, what) = if t.scenario == Scenario::NewOrder {
+            let f = runtime()?.block_on(crate::scenario::orders::ensure_tables(&st, keys));
+            (f, "the bench_* order tables")
+        } else {
+            (runtime()?.block_on(ensure_table(&st, keys)), "sluice_bench")
+        };
+        let filled =
+            filled.with_context(|| format!("table {}: set up through {}", t.id, s.name))?;
         if filled {
             eprintln!(
-                "sluice-bench: filled {}.sluice_bench ({keys} rows) through {}",
+                "sluice-bench: filled {}.{what} ({keys} items) through {}",
                 st.db, s.name
             );
         }

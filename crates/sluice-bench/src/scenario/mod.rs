@@ -9,6 +9,7 @@
 
 pub mod failover;
 pub mod kv;
+pub mod orders;
 pub mod setup;
 pub mod sql;
 

@@ -80,6 +80,9 @@ pub enum Workload {
     PointSelect,
     ReadWrite,
     ReadMostly,
+    /// Two transactions per new order, one on the order tables and one on the stock
+    /// tables (scenario/orders.rs).
+    NewOrder,
 }
 
 /// What a run's connections send: the workload, the mode, and the workload's statements
@@ -115,6 +118,7 @@ impl Sql {
                     format!("UPDATE {table} SET k = k + 1 WHERE {key} = ?"),
                 ]
             }
+            Workload::NewOrder => super::orders::texts(),
         };
         Ok(Sql {
             workload,
@@ -344,22 +348,36 @@ impl SqlConn {
                     .await
             }
             Workload::ReadWrite => {
-                self.simple("BEGIN").await?;
-                let res = async {
-                    let a = self.statement(q, 0, keys.draw()).await?;
-                    let b = self.statement(q, 0, keys.draw()).await?;
-                    let c = self.statement(q, 1, keys.draw()).await?;
-                    self.simple("COMMIT").await?;
-                    Ok::<_, anyhow::Error>(a && b && c)
-                }
-                .await;
-                if res.is_err() && !self.is_closed() {
-                    // Best effort: the error is what gets reported.
-                    let _ = self.simple("ROLLBACK").await;
-                }
-                res
+                let (a, b, c) = (keys.draw(), keys.draw(), keys.draw());
+                self.transaction(q, &[(0, a), (0, b), (1, c)]).await
+            }
+            Workload::NewOrder => {
+                let district = keys.draw() % super::orders::DISTRICTS + 1;
+                let item = keys.draw();
+                let order = self.transaction(q, &[(0, district), (1, district)]).await?;
+                let stock = self.transaction(q, &[(2, item), (3, item)]).await?;
+                Ok(order && stock)
             }
         }
+    }
+
+    /// BEGIN, the statements (index, key), COMMIT; ROLLBACK after an error.
+    async fn transaction(&mut self, q: &Sql, steps: &[(usize, u64)]) -> Result<bool> {
+        self.simple("BEGIN").await?;
+        let res = async {
+            let mut all = true;
+            for &(i, key) in steps {
+                all &= self.statement(q, i, key).await?;
+            }
+            self.simple("COMMIT").await?;
+            Ok::<_, anyhow::Error>(all)
+        }
+        .await;
+        if res.is_err() && !self.is_closed() {
+            // Best effort: the error is what gets reported.
+            let _ = self.simple("ROLLBACK").await;
+        }
+        res
     }
 
     /// Whether the connection is gone (an error then ends the connection's loop).

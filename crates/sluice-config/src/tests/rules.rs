@@ -1,7 +1,7 @@
 //! `[[rules]]`, `[tables]` and `[firewall]`.
 
 use super::{BASE, assert_errors, ok};
-use crate::{FirewallMode, MatchOn, RuleAction, TargetRole};
+use crate::{Cidr, FirewallMode, MatchOn, RuleAction, TargetRole};
 
 const TWO: &str = r#"
 [servers.pg2]
@@ -222,4 +222,22 @@ indexes = ["test.t",
             (Some(19), "empty column name"),
         ],
     );
+}
+
+#[test]
+fn cidr() {
+    let c = Cidr::parse("10.1.0.0/16").unwrap();
+    assert!(c.contains("10.1.2.3".parse().unwrap()));
+    assert!(!c.contains("10.2.0.1".parse().unwrap()));
+    assert!(c.contains("::ffff:10.1.0.9".parse().unwrap()));
+    let one = Cidr::parse("::1").unwrap();
+    assert!(one.contains("::1".parse().unwrap()));
+    assert!(!one.contains("127.0.0.1".parse().unwrap()));
+    assert!(
+        Cidr::parse("0.0.0.0/0")
+            .unwrap()
+            .contains("1.2.3.4".parse().unwrap())
+    );
+    assert!(Cidr::parse("1.2.3.4/33").is_err());
+    assert!(Cidr::parse("x").is_err());
 }

@@ -312,7 +312,7 @@ pub fn digest_done<C: PoolConn>(core: &mut Core<C>, token: u64, outcome: Outcome
                 database: &p.database,
                 listener: &j.who.listener,
             };
-            d.record(&key, p.session, p.at.elapsed(), outcome);
+            d.record(&key, p.session, (p.at, Instant::now()), outcome);
         }
     }
 }

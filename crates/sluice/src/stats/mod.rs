@@ -82,7 +82,7 @@ struct Entry {
     affected: u64,
     errors: u64,
     first_seen: SystemTime,
-    last_seen: SystemTime,
+    /// When it was last seen (the wall-clock time is worked out when read).
     last: Instant,
 }
 
@@ -124,11 +124,17 @@ impl Digests {
         }
     }
 
-    /// Counts a statement of `key`; `session` is [`Key::session`] of its user,
-    /// database and listener.
-    pub fn record(&self, key: &Key<'_>, session: u64, took: Duration, outcome: Outcome) {
+    /// Counts a statement of `key` that started at `at` and ended `now`; `session` is
+    /// [`Key::session`] of its user, database and listener.
+    pub fn record(
+        &self,
+        key: &Key<'_>,
+        session: u64,
+        (at, now): (Instant, Instant),
+        outcome: Outcome,
+    ) {
+        let took = now.saturating_duration_since(at);
         let id = (u128::from(key.digest) << 64) | u128::from(session);
-        let now = Instant::now();
         let mut shard = self.shards[(id as usize) % SHARDS].lock();
         if !shard.contains_key(&id) && shard.len() >= self.per_shard {
             let oldest = shard.iter().min_by_key(|(_, e)| e.last).map(|(k, _)| *k);
@@ -152,7 +158,6 @@ impl Digests {
             affected: 0,
             errors: 0,
             first_seen: SystemTime::now(),
-            last_seen: SystemTime::now(),
             last: now,
         });
         e.count += 1;
@@ -165,11 +170,11 @@ impl Digests {
         e.affected += outcome.affected;
         e.errors += u64::from(outcome.error);
         e.last = now;
-        e.last_seen = SystemTime::now();
     }
 
     /// Every entry.
     pub fn rows(&self) -> Vec<Row> {
+        let (wall, mono) = (SystemTime::now(), Instant::now());
         let mut out = Vec::new();
         for shard in &self.shards {
             for e in shard.lock().values() {
@@ -189,7 +194,7 @@ impl Digests {
                     affected: e.affected,
                     errors: e.errors,
                     first_seen: e.first_seen,
-                    last_seen: e.last_seen,
+                    last_seen: wall - mono.saturating_duration_since(e.last),
                 });
             }
         }
@@ -224,6 +229,11 @@ fn quantile(buckets: &[u32; BUCKETS], count: u64, q: f64) -> Duration {
 mod tests {
     use super::*;
 
+    fn took(d: Duration) -> (Instant, Instant) {
+        let now = Instant::now();
+        (now, now + d)
+    }
+
     fn key(digest: u64, user: &str) -> Key<'_> {
         Key {
             digest,
@@ -243,12 +253,12 @@ mod tests {
                 affected: 0,
                 error: ms == 100,
             };
-            d.record(&key(1, "a"), 1, Duration::from_millis(ms), outcome);
+            d.record(&key(1, "a"), 1, took(Duration::from_millis(ms)), outcome);
         }
         d.record(
             &key(1, "b"),
             2,
-            Duration::from_millis(5),
+            took(Duration::from_millis(5)),
             Outcome::default(),
         );
         let rows = d.rows();
@@ -280,7 +290,7 @@ mod tests {
             d.record(
                 &key(i, "u"),
                 3,
-                Duration::from_micros(10),
+                took(Duration::from_micros(10)),
                 Outcome::default(),
             );
         }

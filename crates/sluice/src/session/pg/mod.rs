@@ -6,6 +6,7 @@ mod aborted;
 pub mod cancel;
 mod client;
 mod hooks;
+mod idle;
 mod muxed;
 mod pids;
 pub mod replay;
