@@ -9,25 +9,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 fn config(protocol: &str, ports: (u16, u16), auth: &str) -> String {
+    let base = common::two_clusters(protocol, ports);
     format!(
-        r#"
-[servers.a]
-protocol = "{protocol}"
-host = "127.0.0.1"
-port = {a}
-[servers.b]
-protocol = "{protocol}"
-host = "127.0.0.1"
-port = {b}
-[clusters.a]
-servers = ["a"]
-[clusters.b]
-servers = ["b"]
-[pools.tx]
-mode = "transaction"
-size = 4
-[users.app]
-password = "{pw}"
+        r#"{base}
 [listeners.main]
 protocol = "{protocol}"
 address = "127.0.0.1:0"
@@ -39,10 +23,7 @@ auth = "{auth}"
 pattern = "^INSERT INTO m "
 action = "mirror"
 cluster = "b"
-"#,
-        a = ports.0,
-        b = ports.1,
-        pw = common::APP_PW,
+"#
     )
 }
 

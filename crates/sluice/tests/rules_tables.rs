@@ -20,26 +20,9 @@ const SCHEMA: [&str; 6] = [
 
 /// Cluster `a` (the listener's) keeps warehouse, district and orders; `b` the rest.
 fn config(protocol: &str, ports: (u16, u16), auth: &str, schema: &str, user: &str) -> String {
+    let base = common::two_clusters(protocol, ports);
     format!(
-        r#"
-[servers.a]
-protocol = "{protocol}"
-host = "127.0.0.1"
-port = {a}
-[servers.b]
-protocol = "{protocol}"
-host = "127.0.0.1"
-port = {b}
-[clusters.a]
-servers = ["a"]
-[clusters.b]
-servers = ["b"]
-[pools.tx]
-mode = "transaction"
-size = 4
-wait_timeout = "3s"
-[users.app]
-password = "{pw}"
+        r#"{base}
 [listeners.split]
 protocol = "{protocol}"
 address = "127.0.0.1:0"
@@ -69,10 +52,7 @@ kind = "show"
 action = "route"
 cluster = "b"
 role = "primary"
-"#,
-        a = ports.0,
-        b = ports.1,
-        pw = common::APP_PW,
+"#
     )
 }
 

@@ -416,3 +416,31 @@ pub fn no_write_lost_or_repeated(client: i32, acked: &[i32], there: &[i32]) {
         "client {client}: acknowledged rows lost: {lost:?}"
     );
 }
+
+/// Sluice config text for two servers of `protocol` on `ports`, each its own cluster
+/// (`a`, `b`), a transaction-mode pool `tx` and the configured user `app` (so that
+/// Sluice logs in to either cluster by itself); the caller adds listeners and rules.
+pub fn two_clusters(protocol: &str, (a, b): (u16, u16)) -> String {
+    format!(
+        r#"
+[servers.a]
+protocol = "{protocol}"
+host = "127.0.0.1"
+port = {a}
+[servers.b]
+protocol = "{protocol}"
+host = "127.0.0.1"
+port = {b}
+[clusters.a]
+servers = ["a"]
+[clusters.b]
+servers = ["b"]
+[pools.tx]
+mode = "transaction"
+size = 4
+wait_timeout = "3s"
+[users.app]
+password = "{APP_PW}"
+"#
+    )
+}
