@@ -166,6 +166,28 @@ pub(crate) fn read_config(ctx: &mut Ctx<'_>, root: &Table) -> Config {
             }
         }
     }
+    if config.firewall.allowlist_file.is_none() {
+        // A user's or listener's own mode needs the list as much as [firewall]'s.
+        let off = crate::rules::FirewallMode::Off;
+        let users = config
+            .users
+            .values()
+            .map(|u| ("users", &u.name, u.firewall));
+        let listeners = config
+            .listeners
+            .values()
+            .map(|l| ("listeners", &l.name, l.firewall));
+        for (section, name, mode) in users.chain(listeners) {
+            if let Some(mode) = mode.filter(|m| *m != off) {
+                let label = crate::errors::label(section, Some(name));
+                let message = format!(
+                    "{label} firewall: mode {:?} needs [firewall] allowlist_file",
+                    mode.as_str()
+                );
+                ctx.diag.error_at(section, name, "firewall", message);
+            }
+        }
+    }
     if !ctx.facts.any_defined("pools") {
         let pool = Pool::with_defaults(DEFAULT_POOL_NAME);
         config.pools.insert(DEFAULT_POOL_NAME.to_string(), pool);

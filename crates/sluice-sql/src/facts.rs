@@ -118,15 +118,28 @@ pub struct Facts {
     pub tables: Vec<String>,
     /// More than one statement in the text.
     pub several: bool,
+    /// Every statement kind the text holds: each statement's, and those inside it that
+    /// run (a data-changing WITH clause, EXPLAIN ANALYZE, PREPARE ... AS).
+    pub kinds: Vec<Kind>,
 }
 
 /// Words after which table names follow.
-const TABLE_INTRO: [&str; 7] = [
-    "from", "join", "update", "into", "table", "truncate", "using",
+const TABLE_INTRO: [&str; 10] = [
+    "from", "join", "update", "into", "table", "truncate", "using", "copy", "insert", "replace",
 ];
 
 /// Words that cannot be a table's alias: the clause after a table reference.
-const NOT_ALIAS: [&str; 36] = [
+const NOT_ALIAS: [&str; 46] = [
+    "skip",
+    "nowait",
+    "of",
+    "stdin",
+    "stdout",
+    "low_priority",
+    "delayed",
+    "high_priority",
+    "duplicate",
+    "key",
     "where",
     "join",
     "left",
@@ -166,7 +179,18 @@ const NOT_ALIAS: [&str; 36] = [
 ];
 
 /// Words skipped between an introducing word and the table name.
-const SKIP: [&str; 6] = ["only", "if", "not", "exists", "lateral", "table"];
+const SKIP: [&str; 10] = [
+    "only",
+    "if",
+    "not",
+    "exists",
+    "lateral",
+    "table",
+    "low_priority",
+    "delayed",
+    "high_priority",
+    "ignore",
+];
 
 /// What the word that introduced a table name allows after it.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -197,6 +221,8 @@ enum At {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shape {
     pub digest: u64,
+    /// A 128-bit hash of the digest text, for caches that must not confuse two shapes.
+    pub key: u128,
     pub kind: Kind,
     pub several: bool,
 }
@@ -211,12 +237,14 @@ pub fn shape(sql: &[u8], dialect: Dialect) -> Shape {
         out.clear();
         let (kind, several) = scan(sql, dialect, &mut out, None);
         let digest = xxhash_rust::xxh3::xxh3_64(out.as_bytes());
+        let key = xxhash_rust::xxh3::xxh3_128(out.as_bytes());
         if out.capacity() > 64 * 1024 {
             // One huge statement must not keep its buffer.
             *out = String::new();
         }
         Shape {
             digest,
+            key,
             kind,
             several,
         }
@@ -228,27 +256,61 @@ pub fn facts(sql: &[u8], dialect: Dialect) -> Facts {
     let mut digest_text = String::new();
     let mut t = TableScan::default();
     let (kind, several) = scan(sql, dialect, &mut digest_text, Some(&mut t));
+    let mut kinds = std::mem::take(&mut t.kinds);
+    if !kinds.contains(&kind) {
+        kinds.insert(0, kind);
+    }
     Facts {
         kind,
         digest: xxhash_rust::xxh3::xxh3_64(digest_text.as_bytes()),
         digest_text,
         tables: t.finish(),
         several,
+        kinds,
     }
 }
 
-/// The table-name reader's state.
-#[derive(Default)]
+/// The table-name reader's state (and the kinds of the statements inside).
 struct TableScan {
     at: Option<At>,
     tables: Vec<String>,
     current: String,
     ctes: Vec<String>,
     prev_ident: Option<String>,
+    kinds: Vec<Kind>,
+    /// The next word may start a statement of its own (after `;`, `(`, AS, ANALYZE).
+    opens: bool,
+    /// The last word was FOR or KEY: an UPDATE after it names no table (FOR UPDATE,
+    /// ON DUPLICATE KEY UPDATE).
+    after_for: bool,
+}
+
+impl Default for TableScan {
+    fn default() -> Self {
+        TableScan {
+            at: None,
+            tables: Vec::new(),
+            current: String::new(),
+            ctes: Vec::new(),
+            prev_ident: None,
+            kinds: Vec::new(),
+            opens: true,
+            after_for: false,
+        }
+    }
 }
 
 impl TableScan {
     fn step(&mut self, t: &Token<'_>, cte_here: bool) {
+        if std::mem::take(&mut self.opens)
+            && let Some(k) = Kind::of_first_word(t)
+            && !matches!(k, Kind::Select | Kind::Show)
+            && !self.kinds.contains(&k)
+        {
+            self.kinds.push(k);
+        }
+        self.opens =
+            matches!(t, Token::Punct(b'(')) || t.is("as") || t.is("analyze") || t.is("analyse");
         // A WITH clause's names (`name AS (` before the main statement starts).
         if t.is("as")
             && cte_here
@@ -256,8 +318,13 @@ impl TableScan {
         {
             self.ctes.push(p);
         }
+        let after_for = std::mem::replace(&mut self.after_for, t.is("for") || t.is("key"));
         let at = self.at.unwrap_or(At::Nothing);
-        self.at = Some(step_tables(at, t, &mut self.current, &mut self.tables));
+        self.at = Some(if after_for && t.is("update") {
+            step_tables(at, &Token::Semicolon, &mut self.current, &mut self.tables)
+        } else {
+            step_tables(at, t, &mut self.current, &mut self.tables)
+        });
         self.prev_ident = t.ident();
         if let Some(p) = &self.prev_ident
             && NOT_ALIAS.contains(&p.as_str())
@@ -302,6 +369,7 @@ fn scan(
             pending_end = true;
             if let Some(ts) = tables.as_deref_mut() {
                 ts.at = Some(At::Nothing);
+                ts.opens = true;
             }
             continue;
         }
@@ -344,6 +412,10 @@ fn step_tables(at: At, t: &Token<'_>, current: &mut String, tables: &mut Vec<Str
         At::Name(m) => {
             if SKIP.iter().any(|w| t.is(w)) {
                 return at;
+            }
+            if intro {
+                // INSERT INTO t, COPY TABLE: the later word says what follows.
+                return At::Name(mode(t));
             }
             match t.ident() {
                 Some(name)

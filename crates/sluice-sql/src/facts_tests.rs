@@ -117,6 +117,13 @@ fn tables_named() {
         ("select * from t where a = 1 for update", &["t"]),
         ("select * from t t1, t t2", &["t"]),
         (
+            "select * from jobs where done = false for update skip locked",
+            &["jobs"],
+        ),
+        ("select * from jobs for update of jobs nowait", &["jobs"]),
+        ("copy orders from stdin", &["orders"]),
+        ("copy orders to stdout", &["orders"]),
+        (
             "insert into item select g, g from generate_series(1, 10) g",
             &["item"],
         ),
@@ -133,6 +140,38 @@ fn tables_named() {
         my("UPDATE dbt2.district SET d_next_o_id = 5").tables,
         ["dbt2.district"]
     );
+    assert_eq!(
+        my("INSERT INTO t (a) VALUES (1) ON DUPLICATE KEY UPDATE qty = qty + 1").tables,
+        ["t"]
+    );
+    assert_eq!(my("INSERT LOW_PRIORITY t VALUES (1)").tables, ["t"]);
+    assert_eq!(my("REPLACE t VALUES (1)").tables, ["t"]);
+}
+
+#[test]
+fn every_kind_that_runs() {
+    let kinds = |s: &str| pg(s).kinds;
+    assert_eq!(
+        kinds("SELECT 1; DROP TABLE users"),
+        [Kind::Select, Kind::Ddl]
+    );
+    assert_eq!(
+        kinds("WITH d AS (DELETE FROM t RETURNING *) SELECT * FROM d"),
+        [Kind::Select, Kind::Delete]
+    );
+    assert_eq!(
+        kinds("EXPLAIN ANALYZE DELETE FROM t"),
+        [Kind::Show, Kind::Delete]
+    );
+    assert_eq!(
+        kinds("PREPARE p AS DELETE FROM t"),
+        [Kind::Other, Kind::Delete]
+    );
+    assert_eq!(
+        kinds("SELECT a AS b FROM t WHERE x IN (SELECT 1)"),
+        [Kind::Select]
+    );
+    assert_eq!(kinds("delete from t"), [Kind::Delete]);
 }
 
 #[test]
@@ -177,7 +216,8 @@ proptest! {
         for dialect in [Dialect::Postgres, Dialect::MySql] {
             let f = facts(s.as_bytes(), dialect);
             let shape = super::shape(s.as_bytes(), dialect);
-            prop_assert_eq!(shape, Shape { digest: f.digest, kind: f.kind, several: f.several });
+            prop_assert_eq!((shape.digest, shape.kind, shape.several), (f.digest, f.kind, f.several));
+            prop_assert_eq!(shape.key, xxhash_rust::xxh3::xxh3_128(f.digest_text.as_bytes()));
         }
     }
 }

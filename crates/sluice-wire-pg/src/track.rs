@@ -361,6 +361,12 @@ impl Tracker {
         Some(errored)
     }
 
+    /// Whether the client has sent extended-protocol messages since its last Sync
+    /// (those of a batch still open).
+    pub fn batch_open(&self) -> bool {
+        self.batch_open
+    }
+
     /// Whether the head request is one Sluice sent by itself.
     pub fn head_injected(&self) -> bool {
         self.queue

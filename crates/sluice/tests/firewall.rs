@@ -147,3 +147,31 @@ async fn mysql_learn_then_protect_per_user() {
     let mut other = my::connect(addr(&h, "tx")).await;
     other.query_drop("DELETE FROM f").await.unwrap();
 }
+
+#[tokio::test]
+async fn mysql_change_user_takes_the_new_users_mode() {
+    let db = my::mariadb();
+    db.create_user("guarded", "guarded-pw", "mysql_native_password")
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("allowlist.toml");
+    std::fs::write(&list, "").unwrap();
+    let extra = format!(
+        "{}[users.guarded]\nfirewall = \"protecting\"\n",
+        firewall("off", &list, "")
+    );
+    let h = sluice(&my::config_text(&db, 2, "2s", &extra)).await;
+    for listener in ["tx", "session"] {
+        let mut c = my::connect(addr(&h, listener)).await;
+        c.query_drop("SELECT 1").await.unwrap();
+        let opts = mysql_async::ChangeUserOpts::default()
+            .with_user(Some("guarded".into()))
+            .with_pass(Some("guarded-pw".into()));
+        c.change_user(opts).await.unwrap();
+        let e = c.query_drop("SELECT 2").await.unwrap_err();
+        assert!(
+            matches!(&e, mysql_async::Error::Server(s) if s.code == 1142),
+            "{listener}: {e:?}"
+        );
+    }
+}

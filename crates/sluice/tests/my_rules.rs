@@ -125,3 +125,43 @@ timeout = "300ms"
         );
     }
 }
+
+#[tokio::test]
+async fn a_refused_pipelined_command_is_answered_in_order() {
+    let db = mariadb();
+    let h = common::sluice(&config_text(&db, 4, "2s", RULES)).await;
+    let mut setup = connect(common::addr(&h, "tx")).await;
+    setup.query_drop("CREATE TABLE t (id int)").await.unwrap();
+    for listener in ["tx", "session"] {
+        let mut c = RawMy::login(common::addr(&h, listener), APP_USER, APP_PW).await;
+        c.query_value("USE test").await;
+        let packet = |sql: &str| {
+            let mut p = vec![3u8];
+            p.extend_from_slice(sql.as_bytes());
+            let mut out = (p.len() as u32).to_le_bytes()[..3].to_vec();
+            out.push(0);
+            out.extend(p);
+            out
+        };
+        // A slow statement, then one a rule refuses, in one write.
+        let mut both = packet("SELECT SLEEP(0.2)");
+        both.extend(packet("DELETE FROM t"));
+        c.send_raw(&both).await;
+        let mut firsts = Vec::new();
+        while let Some((_, p)) = c.read().await {
+            let first = p.as_slice().first().copied().unwrap_or(0);
+            firsts.push(first);
+            if first == 0xff {
+                break;
+            }
+        }
+        // The SELECT's result set (column count 1, ...) comes first, the ERR last.
+        assert_eq!(
+            firsts.as_slice().first(),
+            Some(&1),
+            "{listener}: {firsts:?}"
+        );
+        assert_eq!(firsts.last(), Some(&0xff), "{listener}: {firsts:?}");
+        assert!(firsts.len() > 2, "{listener}: {firsts:?}");
+    }
+}

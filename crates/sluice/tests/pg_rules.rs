@@ -232,3 +232,41 @@ timeout = "300ms"
         c.batch_execute("SELECT 1").await.unwrap();
     }
 }
+
+/// Parse (unnamed), Bind, Execute of `sql`.
+fn round(sql: &str) -> Vec<u8> {
+    let mut parse = b"\0".to_vec();
+    parse.extend_from_slice(sql.as_bytes());
+    parse.extend_from_slice(b"\0\0\0");
+    let mut out = frame(b'P', &parse);
+    out.extend(frame(b'B', b"\0\0\0\0\0\0\0\0"));
+    out.extend(frame(b'E', b"\0\0\0\0\0"));
+    out
+}
+
+#[tokio::test]
+async fn a_refusal_inside_a_batch_answers_what_ran_and_ends_the_batch() {
+    let (_pg, h) = setup().await;
+    for listener in ["tx", "session"] {
+        let mut c = Raw::login(addr(&h, listener), APP_USER, APP_PW, "app").await;
+        // One Sync batch: an insert that runs, a refused DELETE, and what follows it.
+        let mut batch = round("INSERT INTO t VALUES (7)");
+        batch.extend(round("DELETE FROM t"));
+        batch.extend(round("INSERT INTO t VALUES (8)"));
+        batch.extend(frame(b'S', b""));
+        c.send(&batch).await;
+        let tags: Vec<u8> = c.until_ready().await.iter().map(|(t, _)| *t).collect();
+        assert_eq!(tags, b"12CEZ", "{listener}");
+        let rows = c.query("SELECT count(*) FROM t WHERE id = 7").await;
+        assert!(
+            rows.iter().any(|(t, b)| *t == b'D' && b.ends_with(b"1")),
+            "{listener}: {rows:?}"
+        );
+        let rows = c.query("SELECT count(*) FROM t WHERE id = 8").await;
+        assert!(
+            rows.iter().any(|(t, b)| *t == b'D' && b.ends_with(b"0")),
+            "{listener}: {rows:?}"
+        );
+        c.query("DELETE FROM t WHERE true").await;
+    }
+}

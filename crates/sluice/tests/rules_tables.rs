@@ -166,6 +166,20 @@ async fn pg_tables_split_over_two_servers() {
         count(&pa, "SELECT count(*) FROM orders WHERE o_id = 999"),
         "0"
     );
+    // The other way round: a transaction on b, then a table of the listener's cluster.
+    c.batch_execute("BEGIN; INSERT INTO order_line VALUES (998, 1, 1)")
+        .await
+        .unwrap();
+    let e = c
+        .batch_execute("INSERT INTO orders VALUES (998, 1)")
+        .await
+        .unwrap_err();
+    assert_eq!(common::sqlstate(&e), "0A000");
+    c.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(
+        count(&pb, "SELECT count(*) FROM order_line WHERE ol_o_id = 998"),
+        "0"
+    );
     // The route rule: SHOW goes to b's primary; other statements naming no table to a.
     let port: String = c.query_one("SHOW port", &[]).await.unwrap().get(0);
     assert_eq!(port, pb.port().to_string());
@@ -283,6 +297,23 @@ async fn mysql_tables_split_over_two_servers() {
     c.query_drop("ROLLBACK").await.unwrap();
     assert_eq!(
         one(&ma, "SELECT count(*) FROM orders WHERE o_id = 999"),
+        "0"
+    );
+    c.query_drop("BEGIN").await.unwrap();
+    c.query_drop("INSERT INTO order_line VALUES (998, 1, 1)")
+        .await
+        .unwrap();
+    let e = c
+        .query_drop("INSERT INTO orders VALUES (998, 1)")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, mysql_async::Error::Server(s) if s.code == 1235),
+        "{e:?}"
+    );
+    c.query_drop("ROLLBACK").await.unwrap();
+    assert_eq!(
+        one(&mb, "SELECT count(*) FROM order_line WHERE ol_o_id = 998"),
         "0"
     );
     // The route rule: SHOW goes to b.

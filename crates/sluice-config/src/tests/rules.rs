@@ -172,6 +172,9 @@ cluster = "analytics"
 
 [firewall]
 mode = "learning"
+
+[users.x]
+firewall = "detecting"
 "#
     );
     assert_errors(
@@ -180,6 +183,10 @@ mode = "learning"
             (Some(25), "can never apply: rule 1 above"),
             (Some(35), "contradicts rule 3"),
             (Some(41), "needs allowlist_file"),
+            (
+                Some(44),
+                "[users.x] firewall: mode \"detecting\" needs [firewall] allowlist_file",
+            ),
         ],
     );
 }

@@ -171,7 +171,12 @@ impl Firewall {
                     &self.detected
                 };
                 counter.fetch_add(1, Ordering::Relaxed);
-                if self.warned.lock().insert(k) {
+                let mut warned = self.warned.lock();
+                if warned.len() >= 100_000 {
+                    // Bounded: past it, unknown statements may be logged again.
+                    warned.clear();
+                }
+                if warned.insert(k) {
                     tracing::warn!(user, digest = %format_args!("{digest:#018x}"), text, refused, "statement not on the firewall allowlist");
                 }
                 if refused {

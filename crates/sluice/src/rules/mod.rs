@@ -358,12 +358,12 @@ impl RuleSet {
             return;
         };
         if found.iter().all(|(_, c)| c == first) {
-            if *first != home {
-                v.route = Some(Destination {
-                    cluster: (*first).clone(),
-                    role: None,
-                });
-            }
+            // The listener's own cluster too: a session whose transaction runs on
+            // another cluster must not run this there (see session/judge.rs may_move).
+            v.route = Some(Destination {
+                cluster: (*first).clone(),
+                role: None,
+            });
             return;
         }
         let list: Vec<String> = found
@@ -402,9 +402,17 @@ impl RuleSet {
                 Some((MatchOn::Digest, k)) => on_digest.contains(&k),
                 _ => true,
             };
+            // Every statement kind the text holds counts: any of them for a rule, all of
+            // them for a negated one (`SELECT 1; DROP TABLE t` is not only a select).
+            let kinds_ok = c.kinds.is_empty()
+                || if w.negate {
+                    facts.kinds.iter().all(|k| c.kinds.contains(k))
+                } else {
+                    facts.kinds.iter().any(|k| c.kinds.contains(k))
+                };
             let ok = pattern_ok
                 && w.digest.is_none_or(|d| d == facts.digest)
-                && (c.kinds.is_empty() || c.kinds.contains(&facts.kind))
+                && kinds_ok
                 && (w.tables.is_empty()
                     || w.tables
                         .iter()

@@ -27,7 +27,9 @@ const SHARDS: usize = 16;
 /// Statements by digest id, for one rule set.
 pub struct StatementCache {
     dialect: Dialect,
-    shards: [Mutex<HashMap<u64, Arc<Statement>>>; SHARDS],
+    /// By a 128-bit hash of the digest text (not the 64-bit id, which a crafted
+    /// statement could share with another).
+    shards: [Mutex<HashMap<u128, Arc<Statement>>>; SHARDS],
 }
 
 impl StatementCache {
@@ -45,8 +47,8 @@ impl StatementCache {
     /// The statement `text`, as `rules` see it.
     pub fn get(&self, rules: &RuleSet, text: &[u8]) -> Arc<Statement> {
         let shape = sluice_sql::shape(text, self.dialect);
-        let shard = &self.shards[(shape.digest as usize) % SHARDS];
-        let cached = shard.lock().get(&shape.digest).cloned();
+        let shard = &self.shards[(shape.key as usize) % SHARDS];
+        let cached = shard.lock().get(&shape.key).cloned();
         let stmt = match cached {
             Some(s) => s,
             None => {
@@ -57,7 +59,7 @@ impl StatementCache {
                 if map.len() >= PER_SHARD {
                     map.clear();
                 }
-                map.insert(shape.digest, stmt.clone());
+                map.insert(shape.key, stmt.clone());
                 stmt
             }
         };

@@ -118,6 +118,14 @@ action = "log"
     assert_eq!(judge(&r, "delete from t", &outside).log, [2]);
     let elsewhere = r.who("u", "app", ("pg", "main"), "10.1.2.3".parse().ok());
     assert!(judge(&r, "select 1", &elsewhere).is_plain());
+    // A read with a write behind it is not only a read.
+    for sneaky in [
+        "select 1; delete from t",
+        "with d as (delete from t returning *) select * from d",
+        "explain analyze delete from t",
+    ] {
+        assert!(judge(&r, sneaky, &inside).block.is_some(), "{sneaky}");
+    }
 }
 
 #[test]
@@ -188,8 +196,8 @@ cluster = "main"
         judge(&r, "select * from order_line join stock using (i)", &who).route,
         to("analytics")
     );
-    // orders is on the listener's cluster: no route.
-    assert!(judge(&r, "select * from orders", &who).is_plain());
+    // orders is on the listener's cluster: it goes there.
+    assert_eq!(judge(&r, "select * from orders", &who).route, to("main"));
     let v = judge(&r, "select * from order_line join unruled using (i)", &who);
     assert!(
         v.cross
@@ -204,7 +212,10 @@ cluster = "main"
         .route,
         to("analytics")
     );
-    assert!(judge(&r, "select * from other.order_line", &who).is_plain());
+    assert_eq!(
+        judge(&r, "select * from other.order_line", &who).route,
+        to("main")
+    );
     assert!(judge(&r, "select now()", &who).is_plain());
     let v = judge(&r, "select * from orders o join order_line l on true", &who);
     let cross = v.cross.unwrap_or_default();
@@ -219,5 +230,5 @@ cluster = "main"
     let who = my.who("u", "dbt2", ("my", "main"), None);
     assert_eq!(judge(&my, "select * from t", &who).route, to("my"));
     let elsewhere = my.who("u", "other", ("my", "main"), None);
-    assert!(judge(&my, "select * from t", &elsewhere).is_plain());
+    assert_eq!(judge(&my, "select * from t", &elsewhere).route, to("main"));
 }

@@ -424,7 +424,9 @@ pub async fn route<R: Relay>(
     r: &mut R,
     class: impl FnOnce(&R) -> sluice_sql::Class,
 ) -> Result<Option<Error>, End> {
-    let between = r.between_requests() && r.muxed.is_none();
+    // A BEGIN Sluice answered itself holds nothing on a server (its answer may still
+    // wait in the client's queue).
+    let between = (r.between_requests() || r.deferred.is_some()) && r.muxed.is_none();
     if r.tx_mode() && r.lease.is_none() && between {
         let class = if r.cfg.route.kind == sluice_config::RouteKind::Split {
             match (&r.deferred, r.judging.as_deref()) {

@@ -88,6 +88,17 @@ impl Judging {
     pub fn dialect(&self) -> sluice_sql::Dialect {
         self.rules.cache.dialect()
     }
+
+    /// The client's address, as its login gave it.
+    pub fn addr(&self) -> Option<IpAddr> {
+        self.who.addr
+    }
+
+    /// Whether rules or the firewall look at this session's statements (not digests
+    /// alone): a statement that cannot be read is then refused, not let through.
+    pub fn strict(&self) -> bool {
+        !self.rules.set.is_empty() || self.firewall != FirewallMode::Off
+    }
 }
 
 /// What the session does with a statement.
@@ -109,13 +120,15 @@ pub enum Judged {
 
 /// Asks the rules about the statement `sql` the client is about to run in `database`.
 /// `again`: the text of a statement prepared before (its verdict was counted and
-/// logged when it was prepared; only where it goes is asked again). `between`: the
-/// client is between requests, outside a transaction (a BEGIN may be deferred).
+/// logged when it was prepared; only where it goes is asked again). `simple`: a simple
+/// query (PostgreSQL Query, MySQL COM_QUERY), the only kind of BEGIN and COMMIT Sluice
+/// answers itself; `between`: the client is between requests, outside a transaction (a
+/// BEGIN may be deferred).
 pub fn judge<C: PoolConn>(
     core: &mut Core<C>,
     sql: &[u8],
     database: &str,
-    (again, between): (bool, bool),
+    (again, simple, between): (bool, bool, bool),
 ) -> Judged {
     core.target = None;
     core.digest_next = None;
@@ -176,7 +189,7 @@ pub fn judge<C: PoolConn>(
     }
     let routes = j.rules.set.routes();
     core.digest_next = pending;
-    if routes && !again {
+    if routes && simple && !again {
         match (transaction_word(&stmt.facts), core.deferred.is_some()) {
             (Some(Tx::Begin), false) if between && core.tx_mode() && core.lease.is_none() => {
                 core.deferred = Some(sql.into());

@@ -2,7 +2,9 @@
 //! primary, on a connection of the pool of the client's user there, and its answer is
 //! dropped. It never delays or fails the client's statement: it runs in a task of its
 //! own, at most [`IN_FLIGHT`] at a time across the process (more are dropped and
-//! counted), each bounded in time. Only statements outside a transaction are mirrored.
+//! counted), each bounded in time. Only statements outside a transaction, and only
+//! those that change nothing of the session (no SET, USE, lock, temporary table), are
+//! mirrored.
 
 use super::driver::Relay;
 use crate::backend::Lookup;
@@ -22,6 +24,16 @@ where
 {
     let shared = r.shared.clone();
     let counters = &shared.mirrors;
+    // A statement that changes the session (SET, USE, locks, temporary tables) is not
+    // mirrored: the pooled connection it ran on would keep the change.
+    let changes = match r.judging.as_deref().map(|j| j.dialect()) {
+        Some(sluice_sql::Dialect::MySql) => sluice_sql::effects_mysql(sql),
+        _ => sluice_sql::effects(sql),
+    };
+    if changes.iter().any(|e| *e != sluice_sql::Effect::None) {
+        counters.dropped.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
     if counters.running.fetch_add(1, Ordering::AcqRel) >= IN_FLIGHT {
         counters.running.fetch_sub(1, Ordering::AcqRel);
         counters.dropped.fetch_add(1, Ordering::Relaxed);

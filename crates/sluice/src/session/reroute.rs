@@ -44,8 +44,10 @@ pub struct RouteMark {
     /// A read lost its connection on the server at this address: the next pick avoids
     /// it (once).
     avoid: Option<String>,
-    /// The cluster its pool is on, when a rule sent it off the listener's.
+    /// The cluster its pool is on, when a rule sent it off the listener's, and the role
+    /// a rule asked for there.
     cluster: Option<Arc<str>>,
+    role: Option<TargetRole>,
 }
 
 impl RouteMark {
@@ -214,7 +216,13 @@ pub fn reroute<C: PoolConn>(
 ) -> Rerouted<C> {
     let topology = shared.topology.snapshot();
     let cluster: &str = target.map_or(&listener.cluster, |t| &t.cluster);
-    let moves = mark.cluster.as_deref().unwrap_or(&listener.cluster) != cluster;
+    let role = target.and_then(|t| t.role);
+    let other_cluster = mark.cluster.as_deref().unwrap_or(&listener.cluster) != cluster;
+    let moves = other_cluster || mark.role != role;
+    if other_cluster {
+        // Read-your-writes positions are one cluster's: the next read looks afresh.
+        mark.min_position = None;
+    }
     let split = listener.route.kind == RouteKind::Split;
     let none = Rerouted {
         pool: None,
@@ -281,6 +289,7 @@ pub fn reroute<C: PoolConn>(
         };
     }
     mark.cluster = (cluster != listener.cluster).then(|| Arc::from(cluster));
+    mark.role = role;
     Rerouted {
         pool,
         catch_up,

@@ -136,6 +136,7 @@ impl Relay {
         self.core.mode = mode;
         self.core.lease = lease;
         self.core.max_message = max_message;
+        self.rejudge(&user, &self.core.pool.key.database.clone());
         self.s.kill.entry.set_user(user);
         self.sync_kill();
         self.forget_session_state();
@@ -196,10 +197,33 @@ impl Relay {
         p.len()
     }
 
-    pub(super) fn relay_change_user(&mut self) {
+    pub(super) fn relay_change_user(&mut self, len: usize) {
         if let Some(l) = self.core.lease.as_mut() {
             l.conn.foreign = true;
         }
+        let body = self.core.io.cbuf.get(5..4 + len).unwrap_or_default();
+        self.changing_to = ChangeUser::parse(body, self.s.caps).map(|cu| {
+            let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+            (text(&cu.username), text(&cu.database))
+        });
+    }
+
+    /// The session's user (or database) is another now: the rules and the firewall
+    /// look at it as at a login of that user.
+    pub(super) fn rejudge(&mut self, user: &str, database: &str) {
+        let shared = self.core.shared.clone();
+        let addr = self.core.judging.as_ref().and_then(|j| j.addr());
+        self.core.judging = crate::session::judge::Judging::at_login(
+            &shared,
+            &shared.my.rules,
+            (user, database),
+            &self.core.cfg,
+            addr,
+        );
+        self.core.deferred = None;
+        self.core.target = None;
+        self.core.digest_next = None;
+        self.core.digest_wait.clear();
     }
 
     /// The server took a relayed COM_CHANGE_USER: it reset the session, and the
@@ -207,6 +231,9 @@ impl Relay {
     pub(super) fn user_changed(&mut self) {
         self.forget_session_state();
         self.pin_foreign();
+        if let Some((user, database)) = self.changing_to.take() {
+            self.rejudge(&user, &database);
+        }
     }
 
     /// A client holding a connection logged in as the user it changed to keeps it.

@@ -40,8 +40,9 @@ impl driver::Relay for Relay {
 
     async fn on_server(&mut self) -> Result<(), End> {
         self.on_server_packets()?;
-        if std::mem::take(&mut self.resume) {
-            // Sluice's own prepare is answered: the command waiting for it goes on.
+        if std::mem::take(&mut self.resume) || self.rested() {
+            // Sluice's own prepare is answered, or the answers a pipelined command
+            // waited for: the command waiting goes on.
             return self.on_client_packets().await;
         }
         Ok(())
@@ -111,6 +112,7 @@ impl driver::Relay for Relay {
         self.status = sluice_wire_mysql::consts::SERVER_STATUS_AUTOCOMMIT;
         self.s.kill.set_muxed(None);
         self.blocked = false;
+        self.wait_rest = false;
         self.preparing = None;
     }
 

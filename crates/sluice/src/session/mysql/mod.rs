@@ -109,6 +109,11 @@ pub struct Relay {
     stmts: self::stmts::ClientStmts,
     /// A command waits for Sluice's own COM_STMT_PREPARE: read no more client packets.
     blocked: bool,
+    /// A relayed COM_CHANGE_USER's user and database, until the server answers it.
+    changing_to: Option<(String, String)>,
+    /// A pipelined command waits for the answers before it (rules may answer it
+    /// themselves, and their answer must come in order): see rules.rs.
+    wait_rest: bool,
     /// The wait is over: handle the client's buffered packets again.
     resume: bool,
     /// The next server packet starts an answer.
@@ -156,6 +161,8 @@ pub async fn run(
         preparing: None,
         stmts: Default::default(),
         blocked: false,
+        changing_to: None,
+        wait_rest: false,
         resume: false,
         s_first: true,
         hold_once: false,
@@ -229,6 +236,9 @@ impl Relay {
             }
             if !self.c_cont {
                 self.c_logical = 0;
+                if self.incoming == Incoming::Command && self.wait_for_rest() {
+                    return Ok(());
+                }
                 if self.incoming == Incoming::Command {
                     len = match self.apply_rules(len, seq) {
                         self::rules::Ruled::Go(len) => len,
@@ -452,7 +462,7 @@ impl Relay {
             }
         }
         if cmd == consts::COM_CHANGE_USER {
-            self.relay_change_user();
+            self.relay_change_user(len);
         }
         if self.tracker.expect(cmd) {
             self.origins.push_back(Origin::Client { cmd, effects });

@@ -159,6 +159,7 @@ impl Relay {
         self.core.muxed = None;
         self.s.kill.set_muxed(None);
         self.blocked = false;
+        self.wait_rest = false;
         let head = done.map_err(End::Failed)?;
         if let Some(p) = self.preparing.take() {
             self.mux_prepared(p);

@@ -20,25 +20,38 @@ impl Relay {
     /// Applies the rules to the client's command (`len` bytes at the start of its
     /// buffer, sequence id `seq`). Commands Sluice answers otherwise are left alone.
     pub(super) fn apply_rules(&mut self, len: usize, seq: u8) -> Ruled {
-        if self.core.judging.is_none()
-            || len == 0
-            || len >= packet::MAX_PAYLOAD
-            || seq != 0
-            || self.core.lost_tx.is_some()
-        {
+        self.core.target = None;
+        if self.core.judging.is_none() || len == 0 || seq != 0 || self.core.lost_tx.is_some() {
             return Ruled::Go(len);
         }
         let Some(&cmd) = self.core.io.cbuf.get(4) else {
             return Ruled::Go(len);
         };
         let answer_seq = seq.wrapping_add(1);
+        if len >= packet::MAX_PAYLOAD {
+            // A statement of several packets is not scanned: where rules or the firewall
+            // look at statements, it is refused rather than let through unjudged.
+            let judged = matches!(cmd, consts::COM_QUERY | consts::COM_STMT_PREPARE)
+                && self.core.judging.as_deref().is_some_and(|j| j.strict());
+            if judged {
+                let e = crate::error::Error::new(
+                    crate::error::Kind::Denied,
+                    crate::error::Side::Client,
+                    "statements of 16 MiB or more are not accepted where query rules or the firewall apply",
+                );
+                queue_error(&mut self.core.io.to_client, answer_seq, &e);
+                return Ruled::Answered;
+            }
+            return Ruled::Go(len);
+        }
         let database = self.current_database();
         let between = self.at_rest() && !self.in_transaction();
         let cbuf = std::mem::take(&mut self.core.io.cbuf);
         let payload = cbuf.get(5..4 + len).unwrap_or_default();
         let judged = match cmd {
             consts::COM_QUERY | consts::COM_STMT_PREPARE => {
-                let j = judge::judge(&mut self.core, payload, &database, (false, between));
+                let simple = cmd == consts::COM_QUERY;
+                let j = judge::judge(&mut self.core, payload, &database, (false, simple, between));
                 if let Some(cluster) = self.core.mirror_to.take()
                     && cmd == consts::COM_QUERY
                     && !matches!(j, Judged::Refuse(_))
@@ -51,7 +64,8 @@ impl Relay {
                 let id = cbuf.get(4..4 + len).and_then(super::state::stmt_id);
                 match id.and_then(|id| self.stmts.map.get(&id)) {
                     Some(st) if cmd == consts::COM_STMT_EXECUTE => {
-                        match judge::judge(&mut self.core, &st.sql, &database, (true, false)) {
+                        match judge::judge(&mut self.core, &st.sql, &database, (true, false, false))
+                        {
                             Judged::Rewrite(_) => Judged::Run,
                             j => j,
                         }
@@ -108,6 +122,30 @@ impl Relay {
         if let Some(begin) = self.core.deferred.take() {
             self.inject(&begin, consts::COM_QUERY);
         }
+    }
+
+    /// Before a client's next command: where rules or the firewall may answer it
+    /// themselves, a command the client pipelined behind others waits until their
+    /// answers are in (`rested` then goes on with it), so that its answer comes in
+    /// order.
+    pub(super) fn wait_for_rest(&mut self) -> bool {
+        let strict = self.core.judging.as_deref().is_some_and(|j| j.strict());
+        if strict && !self.at_rest() {
+            self.wait_rest = true;
+            self.blocked = true;
+            return true;
+        }
+        false
+    }
+
+    /// The answers a pipelined command waited for are in: whether it may go on.
+    pub(super) fn rested(&mut self) -> bool {
+        if self.wait_rest && self.at_rest() {
+            self.wait_rest = false;
+            self.blocked = false;
+            return true;
+        }
+        false
     }
 
     /// The session's current database: the last USE (or COM_INIT_DB) it made, else the

@@ -186,6 +186,10 @@ impl Relay {
     /// Answers a request Sluice could not serve (no server connection): an error, and
     /// ReadyForQuery where the client expects one, in order with earlier answers.
     fn refuse(&mut self, tag: u8, e: &Error) {
+        // Messages of this batch went to the server before the refused one: the
+        // server needs the client's Sync to answer them (they run; the rest of the
+        // batch is skipped, as after a server error).
+        self.sync_owed |= self.core.lease.is_some() && self.tracker.batch_open();
         let t = self.token();
         let (code, text) = (e.sqlstate(), e.message.clone());
         let end_now = matches!(tag, fe::QUERY | fe::SYNC | fe::FUNCTION_CALL);
@@ -218,6 +222,14 @@ impl Relay {
             )));
         }
         if self.skip_to_sync {
+            if tag == fe::SYNC && std::mem::take(&mut self.sync_owed) && self.core.lease.is_some() {
+                self.skip_to_sync = false;
+                let t = self.token();
+                self.tracker.push(TKind::Sync, Origin::Client, t);
+                self.batch += 1;
+                self.core.io.to_server.extend_from_slice(frame);
+                return Ok(None);
+            }
             if tag == fe::SYNC {
                 self.skip_to_sync = false;
                 let t = self.token();

@@ -144,6 +144,9 @@ pub struct Relay {
     at_rest: bool,
     /// After Sluice failed a request itself: drop client messages up to Sync.
     skip_to_sync: bool,
+    /// A refused message of an extended-protocol batch whose earlier messages reached
+    /// the server: the client's Sync goes to the server (see client.rs refuse).
+    sync_owed: bool,
     unnamed_effects: Effects,
     portal_effects: Effects,
     last_tag: Vec<u8>,
@@ -197,6 +200,7 @@ pub async fn run(shared: Arc<Shared>, (seat, session): Admitted, stream: Stream,
         status: b'I',
         at_rest: true,
         skip_to_sync: false,
+        sync_owed: false,
         unnamed_effects: None,
         portal_effects: None,
         last_tag: Vec::new(),

@@ -27,7 +27,7 @@ impl Relay {
         let judged = match tag {
             fe::QUERY => match msg::query_text(body) {
                 Some(sql) => {
-                    let j = judge::judge(&mut self.core, sql, &database, (false, between));
+                    let j = judge::judge(&mut self.core, sql, &database, (false, true, between));
                     if let Some(cluster) = self.core.mirror_to.take()
                         && !matches!(j, Judged::Refuse(_))
                     {
@@ -39,7 +39,7 @@ impl Relay {
             },
             fe::PARSE => match msg::parse(body) {
                 Some((name, sql, _)) => {
-                    let j = judge::judge(&mut self.core, sql, &database, (false, false));
+                    let j = judge::judge(&mut self.core, sql, &database, (false, false, false));
                     if !self.tx_mode() {
                         judge::remember(&mut self.core, name);
                     }
@@ -62,8 +62,17 @@ impl Relay {
                         return Judged::Run;
                     }
                 };
-                match judge::judge(&mut self.core, sql, &database, (true, false)) {
+                match judge::judge(&mut self.core, sql, &database, (true, false, false)) {
                     // What a rewrite makes of it was sent at Parse.
+                    Judged::Rewrite(_) => Judged::Run,
+                    j => j,
+                }
+            }
+            // A fast-path function call is judged as the statement it amounts to (its
+            // digest: kind "call"), so that deny rules and the firewall see it.
+            fe::FUNCTION_CALL => {
+                let sql = b"CALL fastpath_function_call(0)";
+                match judge::judge(&mut self.core, sql, &database, (false, false, false)) {
                     Judged::Rewrite(_) => Judged::Run,
                     j => j,
                 }
@@ -100,6 +109,7 @@ impl Relay {
             self.core.ledger.end_transaction(*commit);
         }
         self.status = status;
+        self.tracker.set_status(status);
         self.ledger_in_tx = status == b'T';
         let t = self.token();
         let mut b = BytesMut::new();
