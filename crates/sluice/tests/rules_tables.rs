@@ -56,6 +56,28 @@ role = "primary"
     )
 }
 
+/// In one transaction `first` runs and `second`, on the other cluster, is refused
+/// (0A000); the client rolls back. The refusal, for its message.
+async fn pg_cross(c: &tokio_postgres::Client, first: &str, second: &str) -> tokio_postgres::Error {
+    c.batch_execute(&format!("BEGIN; {first}")).await.unwrap();
+    let e = c.batch_execute(second).await.unwrap_err();
+    assert_eq!(common::sqlstate(&e), "0A000");
+    c.batch_execute("ROLLBACK").await.unwrap();
+    e
+}
+
+/// [`pg_cross`] on MySQL (1235).
+async fn my_cross(c: &mut mysql_async::Conn, first: &str, second: &str) {
+    c.query_drop("BEGIN").await.unwrap();
+    c.query_drop(first).await.unwrap();
+    let e = c.query_drop(second).await.unwrap_err();
+    assert!(
+        matches!(&e, mysql_async::Error::Server(s) if s.code == 1235),
+        "{e:?}"
+    );
+    c.query_drop("ROLLBACK").await.unwrap();
+}
+
 #[tokio::test]
 async fn pg_tables_split_over_two_servers() {
     let (pa, pb) = (common::pg(), common::pg());
@@ -145,14 +167,12 @@ async fn pg_tables_split_over_two_servers() {
     );
     // A transaction that would need both: its second cluster's statement is refused, and
     // the client rolls back; nothing of it commits.
-    c.batch_execute("BEGIN; INSERT INTO orders VALUES (999, 1)")
-        .await
-        .unwrap();
-    let e = c
-        .batch_execute("INSERT INTO order_line VALUES (999, 1, 1)")
-        .await
-        .unwrap_err();
-    assert_eq!(common::sqlstate(&e), "0A000");
+    let e = pg_cross(
+        &c,
+        "INSERT INTO orders VALUES (999, 1)",
+        "INSERT INTO order_line VALUES (999, 1, 1)",
+    )
+    .await;
     let m = e
         .as_db_error()
         .map(|d| d.message().to_owned())
@@ -161,21 +181,17 @@ async fn pg_tables_split_over_two_servers() {
         m.contains("cross-cluster transaction is not supported"),
         "{m}"
     );
-    c.batch_execute("ROLLBACK").await.unwrap();
     assert_eq!(
         count(&pa, "SELECT count(*) FROM orders WHERE o_id = 999"),
         "0"
     );
     // The other way round: a transaction on b, then a table of the listener's cluster.
-    c.batch_execute("BEGIN; INSERT INTO order_line VALUES (998, 1, 1)")
-        .await
-        .unwrap();
-    let e = c
-        .batch_execute("INSERT INTO orders VALUES (998, 1)")
-        .await
-        .unwrap_err();
-    assert_eq!(common::sqlstate(&e), "0A000");
-    c.batch_execute("ROLLBACK").await.unwrap();
+    pg_cross(
+        &c,
+        "INSERT INTO order_line VALUES (998, 1, 1)",
+        "INSERT INTO orders VALUES (998, 1)",
+    )
+    .await;
     assert_eq!(
         count(&pb, "SELECT count(*) FROM order_line WHERE ol_o_id = 998"),
         "0"
@@ -282,36 +298,22 @@ async fn mysql_tables_split_over_two_servers() {
     };
     assert_eq!(s.code, 1235, "{e:?}");
     assert!(s.message.contains("order_line (cluster \"b\")"), "{e:?}");
-    c.query_drop("BEGIN").await.unwrap();
-    c.query_drop("INSERT INTO orders VALUES (999, 1)")
-        .await
-        .unwrap();
-    let e = c
-        .query_drop("INSERT INTO order_line VALUES (999, 1, 1)")
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&e, mysql_async::Error::Server(s) if s.code == 1235),
-        "{e:?}"
-    );
-    c.query_drop("ROLLBACK").await.unwrap();
+    my_cross(
+        &mut c,
+        "INSERT INTO orders VALUES (999, 1)",
+        "INSERT INTO order_line VALUES (999, 1, 1)",
+    )
+    .await;
     assert_eq!(
         one(&ma, "SELECT count(*) FROM orders WHERE o_id = 999"),
         "0"
     );
-    c.query_drop("BEGIN").await.unwrap();
-    c.query_drop("INSERT INTO order_line VALUES (998, 1, 1)")
-        .await
-        .unwrap();
-    let e = c
-        .query_drop("INSERT INTO orders VALUES (998, 1)")
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&e, mysql_async::Error::Server(s) if s.code == 1235),
-        "{e:?}"
-    );
-    c.query_drop("ROLLBACK").await.unwrap();
+    my_cross(
+        &mut c,
+        "INSERT INTO order_line VALUES (998, 1, 1)",
+        "INSERT INTO orders VALUES (998, 1)",
+    )
+    .await;
     assert_eq!(
         one(&mb, "SELECT count(*) FROM order_line WHERE ol_o_id = 998"),
         "0"

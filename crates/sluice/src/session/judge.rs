@@ -118,7 +118,9 @@ pub enum Judged {
     End(bool),
 }
 
-/// Asks the rules about the statement `sql` the client is about to run in `database`.
+/// Asks the rules about the statement `sql` the client is about to run in `database`
+/// (None: the database the session is in as far as Sluice knows, which on PostgreSQL
+/// never changes).
 /// `again`: the text of a statement prepared before (its verdict was counted and
 /// logged when it was prepared; only where it goes is asked again). `simple`: a simple
 /// query (PostgreSQL Query, MySQL COM_QUERY), the only kind of BEGIN and COMMIT Sluice
@@ -127,14 +129,15 @@ pub enum Judged {
 pub fn judge<C: PoolConn>(
     core: &mut Core<C>,
     sql: &[u8],
-    database: &str,
+    database: Option<&str>,
     (again, simple, between): (bool, bool, bool),
 ) -> Judged {
     core.target = None;
     core.digest_next = None;
     core.stmt_timeout = None;
     core.mirror_to = None;
-    if let Some(j) = core.judging.as_deref_mut()
+    if let Some(database) = database
+        && let Some(j) = core.judging.as_deref_mut()
         && *j.database != *database
     {
         j.database = database.into();
@@ -158,7 +161,7 @@ pub fn judge<C: PoolConn>(
     let Some(j) = core.judging.as_deref() else {
         return Judged::Run;
     };
-    let v = j.rules.set.verdict(&stmt, sql, &j.who, database, !again);
+    let v = j.rules.set.verdict(&stmt, sql, &j.who, &j.database, !again);
     if !again {
         for rule in &v.log {
             tracing::info!(

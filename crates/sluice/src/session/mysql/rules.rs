@@ -51,7 +51,12 @@ impl Relay {
         let judged = match cmd {
             consts::COM_QUERY | consts::COM_STMT_PREPARE => {
                 let simple = cmd == consts::COM_QUERY;
-                let j = judge::judge(&mut self.core, payload, &database, (false, simple, between));
+                let j = judge::judge(
+                    &mut self.core,
+                    payload,
+                    Some(&database),
+                    (false, simple, between),
+                );
                 if let Some(cluster) = self.core.mirror_to.take()
                     && cmd == consts::COM_QUERY
                     && !matches!(j, Judged::Refuse(_))
@@ -64,8 +69,12 @@ impl Relay {
                 let id = cbuf.get(4..4 + len).and_then(super::state::stmt_id);
                 match id.and_then(|id| self.stmts.map.get(&id)) {
                     Some(st) if cmd == consts::COM_STMT_EXECUTE => {
-                        match judge::judge(&mut self.core, &st.sql, &database, (true, false, false))
-                        {
+                        match judge::judge(
+                            &mut self.core,
+                            &st.sql,
+                            Some(&database),
+                            (true, false, false),
+                        ) {
                             Judged::Rewrite(_) => Judged::Run,
                             j => j,
                         }

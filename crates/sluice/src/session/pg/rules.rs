@@ -21,13 +21,12 @@ impl Relay {
         if self.skip_to_sync || self.aborted.is_some() || self.core.lost_tx.is_some() {
             return Judged::Run;
         }
-        let database = self.core.pool.key.database.clone();
         // Only a simple-query BEGIN is deferred.
         let between = self.tracker.is_idle() && self.status == b'I';
         let judged = match tag {
             fe::QUERY => match msg::query_text(body) {
                 Some(sql) => {
-                    let j = judge::judge(&mut self.core, sql, &database, (false, true, between));
+                    let j = judge::judge(&mut self.core, sql, None, (false, true, between));
                     if let Some(cluster) = self.core.mirror_to.take()
                         && !matches!(j, Judged::Refuse(_))
                     {
@@ -39,7 +38,7 @@ impl Relay {
             },
             fe::PARSE => match msg::parse(body) {
                 Some((name, sql, _)) => {
-                    let j = judge::judge(&mut self.core, sql, &database, (false, false, false));
+                    let j = judge::judge(&mut self.core, sql, None, (false, false, false));
                     if !self.tx_mode() {
                         judge::remember(&mut self.core, name);
                     }
@@ -62,7 +61,7 @@ impl Relay {
                         return Judged::Run;
                     }
                 };
-                match judge::judge(&mut self.core, sql, &database, (true, false, false)) {
+                match judge::judge(&mut self.core, sql, None, (true, false, false)) {
                     // What a rewrite makes of it was sent at Parse.
                     Judged::Rewrite(_) => Judged::Run,
                     j => j,
@@ -72,7 +71,7 @@ impl Relay {
             // digest: kind "call"), so that deny rules and the firewall see it.
             fe::FUNCTION_CALL => {
                 let sql = b"CALL fastpath_function_call(0)";
-                match judge::judge(&mut self.core, sql, &database, (false, false, false)) {
+                match judge::judge(&mut self.core, sql, None, (false, false, false)) {
                     Judged::Rewrite(_) => Judged::Run,
                     j => j,
                 }
