@@ -11,6 +11,7 @@
 #[macro_use]
 mod schema;
 mod address;
+mod admin;
 mod default;
 mod errors;
 mod handlersocket;
@@ -29,6 +30,9 @@ mod tests;
 
 use std::path::{Path, PathBuf};
 
+pub use admin::{
+    Admin, DEFAULT_ADMIN_HTTP_ADDRESS, DEFAULT_ADMIN_MYSQL_ADDRESS, DEFAULT_ADMIN_PG_DATABASE,
+};
 pub use default::{BUILTIN_DEFAULT_NAME, BUILTIN_DEFAULT_TOML, builtin_default};
 pub use errors::{ConfigError, ConfigErrors};
 pub use handlersocket::IndexGrant;

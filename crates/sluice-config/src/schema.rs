@@ -202,6 +202,8 @@ pub struct Config {
     /// `[tables."schema.table"]`: table rules.
     pub tables: crate::rules::TableRules,
     pub firewall: crate::rules::Firewall,
+    /// `[admin]`: the console, metrics and dashboard.
+    pub admin: crate::admin::Admin,
 }
 
 /// `[general]`: process-wide settings.

@@ -28,6 +28,7 @@ pub(crate) const SECTIONS: &[&str] = &[
     "rules",
     "tables",
     "firewall",
+    "admin",
 ];
 pub(crate) const GENERAL_KEYS: &[&str] = &[
     "shutdown_timeout",
@@ -118,6 +119,7 @@ pub(crate) fn read_config(ctx: &mut Ctx<'_>, root: &Table) -> Config {
         rules: Vec::new(),
         tables: BTreeMap::new(),
         firewall: Default::default(),
+        admin: Default::default(),
     };
     for (key, item) in root.iter() {
         let header = key_span(root.key(key), item);
@@ -155,6 +157,7 @@ pub(crate) fn read_config(ctx: &mut Ctx<'_>, root: &Table) -> Config {
                 config.tables = read_named(ctx, "tables", header, item, crate::rules::read_table)
             }
             "firewall" => config.firewall = crate::rules::read_firewall(ctx, header, item),
+            "admin" => config.admin = crate::admin::read_admin(ctx, header, item),
             other => {
                 let what = if item.is_table_like() {
                     format!("unknown section [{other}]")

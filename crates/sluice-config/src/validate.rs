@@ -31,6 +31,10 @@ pub(crate) struct Facts {
     pub(crate) rule_clusters: Vec<(String, String)>,
     /// The cluster each table rule names, by table.
     pub(crate) table_clusters: Vec<(String, String)>,
+    /// `[admin] users`, with their keys (`users[i]`).
+    pub(crate) admin_users: Vec<(String, String)>,
+    /// `[admin]` addresses written in the file, by key.
+    pub(crate) admin_addresses: Vec<(String, String)>,
 }
 
 /// A listener's fields that refer to other objects; `None` where the value had an error.
@@ -103,6 +107,7 @@ pub(crate) fn validate(ctx: &mut Ctx<'_>) {
     check_listeners(&facts, ctx);
     check_duplicate_addresses(&facts, ctx);
     crate::rules::check(ctx, &facts);
+    crate::admin::check(ctx, &facts);
     if !facts.any_defined("listeners") && !facts.any_defined("handlersocket") {
         let message = "no listeners are defined; add at least one [listeners.NAME] section";
         ctx.diag.error_at_line(None, message);

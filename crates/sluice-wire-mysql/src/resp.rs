@@ -292,6 +292,48 @@ pub fn encode_eof(out: &mut impl BufMut, caps: u64, warnings: u16, status: u16) 
     }
 }
 
+/// Column types of the result sets Sluice answers itself (admin console).
+pub const TYPE_LONGLONG: u8 = 0x08;
+pub const TYPE_DOUBLE: u8 = 0x05;
+pub const TYPE_VAR_STRING: u8 = 0xfd;
+
+/// Writes a ColumnDefinition41 payload of a column with no table (`def` catalog), in
+/// utf8mb4 for strings and binary for numbers. `caps`: with MariaDB's extended type
+/// info agreed, an (empty) extended type info follows the names.
+pub fn encode_column_def(out: &mut impl BufMut, caps: u64, name: &[u8], column_type: u8) {
+    put_lenenc_str(out, b"def");
+    for part in [&b""[..], b"", b""] {
+        put_lenenc_str(out, part); // schema, table, original table
+    }
+    put_lenenc_str(out, name);
+    put_lenenc_str(out, name); // original name
+    if caps & crate::consts::MARIADB_CLIENT_EXTENDED_TYPE_INFO != 0 {
+        put_lenenc_str(out, b"");
+    }
+    out.put_u8(0x0c); // length of the fixed fields
+    let (charset, length, flags, decimals): (u16, u32, u16, u8) = match column_type {
+        TYPE_VAR_STRING => (45, 1024, 0, 0x27),
+        TYPE_DOUBLE => (63, 22, 0x80, 0x1f),
+        _ => (63, 21, 0x80 | 0x20, 0),
+    };
+    out.put_u16_le(charset);
+    out.put_u32_le(length);
+    out.put_u8(column_type);
+    out.put_u16_le(flags);
+    out.put_u8(decimals);
+    out.put_u16_le(0); // filler
+}
+
+/// Writes a text-protocol row payload (`None` is NULL).
+pub fn encode_text_row<'a>(out: &mut impl BufMut, values: impl Iterator<Item = Option<&'a [u8]>>) {
+    for v in values {
+        match v {
+            Some(v) => put_lenenc_str(out, v),
+            None => out.put_u8(0xfb),
+        }
+    }
+}
+
 #[cfg(test)]
 #[path = "resp_tests.rs"]
 mod tests;

@@ -87,6 +87,43 @@ pub fn command_complete(buf: &mut BytesMut, tag: &str) {
     message(buf, b'C', |b| put_cstr(b, tag.as_bytes()));
 }
 
+/// Type OIDs of the columns Sluice answers itself (admin console).
+pub const OID_INT8: u32 = 20;
+pub const OID_TEXT: u32 = 25;
+pub const OID_FLOAT8: u32 = 701;
+
+/// RowDescription of text-format columns, each `(name, type oid)`.
+pub fn row_description(buf: &mut BytesMut, columns: &[(&str, u32)]) {
+    message(buf, b'T', |b| {
+        b.put_i16(columns.len() as i16);
+        for (name, oid) in columns {
+            put_cstr(b, name.as_bytes());
+            b.put_i32(0); // table oid
+            b.put_i16(0); // column number
+            b.put_u32(*oid);
+            b.put_i16(if *oid == OID_TEXT { -1 } else { 8 });
+            b.put_i32(-1); // type modifier
+            b.put_i16(0); // text format
+        }
+    });
+}
+
+/// DataRow of text values (`None` is NULL).
+pub fn data_row<'a>(buf: &mut BytesMut, values: impl ExactSizeIterator<Item = Option<&'a [u8]>>) {
+    message(buf, b'D', |b| {
+        b.put_i16(values.len() as i16);
+        for v in values {
+            match v {
+                Some(v) => {
+                    b.put_i32(v.len() as i32);
+                    b.put_slice(v);
+                }
+                None => b.put_i32(-1),
+            }
+        }
+    });
+}
+
 /// Severity of an error or notice Sluice sends itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Severity {
@@ -110,6 +147,22 @@ pub fn error(buf: &mut BytesMut, severity: Severity, sqlstate: &str, text: &str)
             (b'S', severity.as_str()),
             (b'V', severity.as_str()),
             (b'C', sqlstate),
+            (b'M', text),
+        ] {
+            b.put_u8(code);
+            put_cstr(b, value.as_bytes());
+        }
+        b.put_u8(0);
+    });
+}
+
+/// NoticeResponse (severity NOTICE) with a message.
+pub fn notice(buf: &mut BytesMut, text: &str) {
+    message(buf, b'N', |b| {
+        for (code, value) in [
+            (b'S', "NOTICE"),
+            (b'V', "NOTICE"),
+            (b'C', "00000"),
             (b'M', text),
         ] {
             b.put_u8(code);

@@ -9,6 +9,7 @@
 //! statements pipelined on a shared connection, through [`mux`]. HandlerSocket listeners
 //! (`frontend::hs`) hand their requests to [`kv`], which runs them as grouped SQL.
 
+pub mod admin;
 pub mod backend;
 pub mod cancel;
 pub mod error;
@@ -20,8 +21,10 @@ pub mod kv;
 pub mod listener;
 pub mod mux;
 pub mod pool;
+pub mod reload;
 pub mod router;
 pub mod rules;
+pub mod running;
 pub mod server;
 pub mod session;
 pub mod sets;

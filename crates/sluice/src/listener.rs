@@ -7,11 +7,14 @@ use anyhow::{Context, Result};
 use sluice_config::{ClientTls, Listener, Protocol};
 use std::sync::Arc;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// Binds a listener (fails with the address in the message).
+/// Binds a listener (fails with the address in the message), with SO_REUSEPORT: a new
+/// Sluice started with the same configuration listens beside this one while it drains
+/// (a restart that refuses no client).
 pub async fn bind(l: &Listener) -> Result<TcpListener> {
-    bind_address(&l.name, &l.address).await
+    bind_address(&l.name, &l.address, true).await
 }
 
 /// Connections the kernel queues for a listener before Sluice accepts them. A crowd of
@@ -21,8 +24,9 @@ pub async fn bind(l: &Listener) -> Result<TcpListener> {
 const BACKLOG: u32 = 4096;
 
 /// Binds `address` for the listener called `name` (fails with both in the message): the
-/// first of its resolved addresses that binds, with SO_REUSEADDR as std does.
-pub async fn bind_address(name: &str, address: &str) -> Result<TcpListener> {
+/// first of its resolved addresses that binds, with SO_REUSEADDR as std does, and
+/// SO_REUSEPORT when asked.
+pub async fn bind_address(name: &str, address: &str, reuse_port: bool) -> Result<TcpListener> {
     let ctx = || format!("listener \"{name}\": cannot listen on {address}");
     let mut last = None;
     for addr in tokio::net::lookup_host(address).await.with_context(ctx)? {
@@ -33,6 +37,9 @@ pub async fn bind_address(name: &str, address: &str) -> Result<TcpListener> {
         };
         let bound = socket.and_then(|s| {
             s.set_reuseaddr(true)?;
+            if reuse_port {
+                s.set_reuseport(true)?;
+            }
             s.bind(addr)?;
             s.listen(BACKLOG)
         });
@@ -67,30 +74,42 @@ pub fn context(
     })
 }
 
-/// Accepts until shutdown; client tasks go into `tasks`.
+/// A listener's context, replaced by a reload (TLS files read again, settings changed)
+/// while the socket stays: each client takes the one current when it arrives.
+pub type SwappableCtx = Arc<arc_swap::ArcSwap<ListenerCtx>>;
+
+/// Accepts until shutdown or until `stop` (a reload removed the listener); client
+/// tasks go into `tasks`.
 pub async fn serve(
     shared: Arc<Shared>,
     socket: TcpListener,
-    ctx: Arc<ListenerCtx>,
+    ctx: SwappableCtx,
     tasks: TaskTracker,
+    stop: CancellationToken,
 ) {
-    let name = ctx.cfg.name.clone();
-    accept(shared, socket, &name, tasks, move |shared, tcp, slot| {
-        let ctx = ctx.clone();
-        async move {
-            let protocol = ctx.cfg.protocol;
-            let a = frontend::Accepted {
-                shared,
-                ctx,
-                tcp,
-                slot,
-            };
-            match protocol {
-                Protocol::Postgres => frontend::pg::serve(a).await,
-                Protocol::Mysql => frontend::mysql::serve(a).await,
+    let name = ctx.load().cfg.name.clone();
+    accept(
+        shared,
+        socket,
+        (&name, stop),
+        tasks,
+        move |shared, tcp, slot| {
+            let ctx = ctx.load_full();
+            async move {
+                let protocol = ctx.cfg.protocol;
+                let a = frontend::Accepted {
+                    shared,
+                    ctx,
+                    tcp,
+                    slot,
+                };
+                match protocol {
+                    Protocol::Postgres => frontend::pg::serve(a).await,
+                    Protocol::Mysql => frontend::mysql::serve(a).await,
+                }
             }
-        }
-    })
+        },
+    )
     .await
 }
 
@@ -100,11 +119,38 @@ pub async fn serve_hs(
     socket: TcpListener,
     ctx: Arc<frontend::hs::HsCtx>,
     tasks: TaskTracker,
+    stop: CancellationToken,
 ) {
     let name = ctx.cfg.name.clone();
-    accept(shared, socket, &name, tasks, move |shared, tcp, slot| {
-        frontend::hs::serve(shared, ctx.clone(), tcp, slot)
-    })
+    accept(
+        shared,
+        socket,
+        (&name, stop),
+        tasks,
+        move |shared, tcp, slot| frontend::hs::serve(shared, ctx.clone(), tcp, slot),
+    )
+    .await
+}
+
+/// Accepts clients of the MySQL-protocol admin console until shutdown (not under the
+/// client cap: an operator must get in when clients have taken every slot).
+pub async fn serve_admin_mysql(
+    shared: Arc<Shared>,
+    socket: TcpListener,
+    ctx: Arc<ListenerCtx>,
+    tasks: TaskTracker,
+) {
+    let stop = CancellationToken::new();
+    accept(
+        shared,
+        socket,
+        ("admin_mysql", stop),
+        tasks,
+        move |shared, tcp, slot| {
+            drop(slot);
+            frontend::mysql::admin::serve(shared, ctx.clone(), tcp)
+        },
+    )
     .await
 }
 
@@ -113,7 +159,7 @@ pub async fn serve_hs(
 async fn accept<F, Fut>(
     shared: Arc<Shared>,
     socket: TcpListener,
-    name: &str,
+    (name, stop): (&str, CancellationToken),
     tasks: TaskTracker,
     client: F,
 ) where
@@ -125,6 +171,10 @@ async fn accept<F, Fut>(
         let accepted = tokio::select! {
             r = socket.accept() => r,
             _ = shutdown.wait_for(|s| *s) => break,
+            _ = stop.cancelled() => {
+                tracing::info!(listener = %name, "listener removed: no new clients; its clients finish");
+                break;
+            }
         };
         let (tcp, peer) = match accepted {
             Ok(a) => a,

@@ -113,25 +113,43 @@ fn main() -> Result<()> {
         b
     };
     let rt = rt.enable_all().build().context("starting the runtime")?;
-    rt.block_on(run(config))
+    rt.block_on(run(config, cli.config))
 }
 
-async fn run(config: Config) -> Result<()> {
-    let timeout = config.general.shutdown_timeout;
+async fn run(config: Config, file: Option<PathBuf>) -> Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     // Handlers first: a signal arriving as soon as the ports listen must not kill us.
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut usr1 = signal(SignalKind::user_defined1())?;
+    let mut hup = signal(SignalKind::hangup())?;
     let handle = sluice::server::start(config).await?;
+    if let Some(file) = file {
+        handle.reload_from(file);
+    }
+    let control = handle.shared.clone();
+    let mut immediate = false;
     loop {
         tokio::select! {
             _ = int.recv() => break,
             _ = term.recv() => break,
             // The counters, to the log.
             _ = usr1.recv() => handle.log_counters(),
+            // The configuration, read again (errors are logged; the running one stays).
+            _ = hup.recv() => match control.control.reload().await {
+                Ok(summary) => tracing::info!(%summary, "configuration reloaded"),
+                Err(e) => tracing::error!(error = %e, "configuration not reloaded; the running one stays"),
+            },
+            wait = control.control.shutdown_requested() => {
+                immediate = !wait;
+                break;
+            }
         }
     }
+    let timeout = match immediate {
+        true => std::time::Duration::ZERO,
+        false => handle.shared.config.load().general.shutdown_timeout,
+    };
     tracing::info!("shutting down: no new clients; waiting for transactions in flight");
     handle.shutdown(timeout).await;
     tracing::info!("stopped");

@@ -22,6 +22,7 @@ pub struct Handle {
     shutdown: watch::Sender<bool>,
     clients: TaskTracker,
     accept: TaskTracker,
+    running: Arc<crate::running::Running>,
 }
 
 /// Binds every listener and starts serving.
@@ -49,53 +50,22 @@ pub async fn start(config: Config) -> Result<Handle> {
     crate::topology::health::start(&shared);
     let clients = TaskTracker::new();
     let accept = TaskTracker::new();
+    let running = Arc::new(crate::running::Running::new(
+        shared.clone(),
+        accept.clone(),
+        clients.clone(),
+    ));
     let mut addrs = HashMap::new();
-    let mysql = Arc::new(crate::frontend::mysql::SharedState::default());
     for l in config.listeners.values() {
-        let ctx = Arc::new(listener::context(l, &mysql)?);
-        let socket = listener::bind(l).await?;
-        addrs.insert(l.name.clone(), socket.local_addr()?);
-        tracing::info!(listener = %l.name, address = %socket.local_addr()?, protocol = %l.protocol, "listening");
-        accept.spawn(listener::serve(
-            shared.clone(),
-            socket,
-            ctx,
-            clients.clone(),
-        ));
+        addrs.insert(l.name.clone(), running.start_sql(l).await?);
     }
     let mut kvs = HashMap::new();
     for l in config.handlersocket.values() {
-        let kv = kv_for(&shared, &config, l)?;
-        kvs.insert(l.name.clone(), kv.clone());
-        let tls = match (&l.tls_cert_file, &l.tls_key_file) {
-            (Some(c), Some(k)) => Some(
-                crate::tls::acceptor(c, k)
-                    .with_context(|| format!("handlersocket \"{}\": TLS set-up", l.name))?,
-            ),
-            _ => None,
-        };
-        let mut cfg = l.clone();
-        if let Some(path) = &l.secret_file {
-            let secret = crate::hs_secret::load_or_create(path)
-                .with_context(|| format!("handlersocket \"{}\": secret_file", l.name))?;
-            cfg.secret = Some(secret);
-        }
-        let ctx = Arc::new(crate::frontend::hs::HsCtx {
-            tls,
-            kv,
-            cfg,
-            clients: Default::default(),
-        });
-        let socket = listener::bind_address(&l.name, &l.address).await?;
-        addrs.insert(l.name.clone(), socket.local_addr()?);
-        tracing::info!(listener = %l.name, address = %socket.local_addr()?, protocol = "handlersocket", "listening");
-        accept.spawn(listener::serve_hs(
-            shared.clone(),
-            socket,
-            ctx,
-            clients.clone(),
-        ));
+        let (addr, kv) = running.start_hs(&config, l).await?;
+        addrs.insert(l.name.clone(), addr);
+        kvs.insert(l.name.clone(), kv);
     }
+    start_admin(&shared, &config, &accept, &clients, &mut addrs).await?;
     let reaper = shared.clone();
     accept.spawn(async move {
         let mut rx = reaper.shutdown.clone();
@@ -116,79 +86,93 @@ pub async fn start(config: Config) -> Result<Handle> {
         shutdown: tx,
         clients,
         accept,
+        running,
     })
 }
 
-/// The key-value executor of a HandlerSocket listener. Each of its connections goes
-/// where the router says at that moment: a read-write listener to the primary, a
-/// read-only one to the replicas within the lag limit (the primary when there is none).
-fn kv_for(
+/// The admin endpoints: HTTP (metrics, health, dashboard) and the MySQL console. An
+/// address another process holds (the Sluice this one replaces, draining) is bound as
+/// soon as it is free.
+async fn start_admin(
     shared: &Arc<Shared>,
     config: &Config,
-    l: &sluice_config::HsListener,
-) -> Result<Arc<crate::kv::Kv>> {
-    use crate::backend::{Credentials, Targets, mysql};
-    use sluice_config::{HsMode, Route, RouteKind, Strategy};
-    let cluster = config
-        .clusters
-        .get(&l.cluster)
-        .with_context(|| format!("handlersocket \"{}\": no cluster \"{}\"", l.name, l.cluster))?;
-    let protocol = cluster
-        .servers
-        .iter()
-        .find_map(|s| config.servers.get(s))
-        .with_context(|| format!("handlersocket \"{}\": cluster has no server", l.name))?
-        .protocol;
-    let route = match l.mode {
-        HsMode::ReadWrite => Route::default(),
-        HsMode::ReadOnly => Route {
-            kind: RouteKind::ReadOnly,
-            strategy: Strategy::RoundRobinWithFallback,
-            ..Route::default()
-        },
-    };
-    let (shared2, cluster, name) = (shared.clone(), l.cluster.clone(), l.name.clone());
-    let targets: Targets = Arc::new(move || {
-        let (shared, route, cluster, name) = (
-            shared2.clone(),
-            route.clone(),
-            cluster.clone(),
-            name.clone(),
-        );
-        Box::pin(async move {
-            let config = shared.config.load_full();
-            let want = crate::session::plan::Want {
-                route: &route,
-                cluster: &cluster,
-                by: &name,
-                wait: sluice_config::DEFAULT_CONNECT_TIMEOUT,
-                connect_timeout: sluice_config::DEFAULT_CONNECT_TIMEOUT,
-            };
-            crate::session::plan::route_target(&shared, &config, want).await
-        })
-    });
-    let creds = Credentials::password(l.user.clone(), l.password.clone());
-    match protocol {
-        sluice_config::Protocol::Mysql => Ok(crate::kv::Kv::start(
-            mysql::kv::MyKv {
-                creds,
-                database: l.database.clone(),
-                targets,
-            },
-            l.connections,
-        )),
-        sluice_config::Protocol::Postgres => Ok(crate::kv::Kv::start(
-            crate::backend::pg::kv::PgKv {
-                targets,
-                creds,
-                database: l.database.clone(),
-            },
-            l.connections,
-        )),
+    accept: &TaskTracker,
+    clients: &TaskTracker,
+    addrs: &mut HashMap<String, SocketAddr>,
+) -> Result<()> {
+    let endpoints = [
+        ("admin_http", config.admin.http_address.clone()),
+        ("admin_mysql", config.admin.mysql_address.clone()),
+    ];
+    for (name, address) in endpoints {
+        let Some(address) = address else { continue };
+        let ctx = crate::frontend::mysql::admin::context(shared, config);
+        let tasks = clients.clone();
+        let for_serving = shared.clone();
+        let serve = move |socket: tokio::net::TcpListener| async move {
+            match (name, ctx) {
+                ("admin_mysql", Some(ctx)) => {
+                    listener::serve_admin_mysql(for_serving, socket, ctx, tasks).await
+                }
+                _ => crate::admin::http::serve(for_serving, socket).await,
+            }
+        };
+        match listener::bind_address(name, &address, false).await {
+            Ok(socket) => {
+                let at = socket.local_addr()?;
+                addrs.insert(name.to_string(), at);
+                tracing::info!(listener = name, address = %at, "listening");
+                accept.spawn(serve(socket));
+            }
+            Err(e) if in_use(&e) => {
+                tracing::warn!(listener = name, %address, "address in use (by the Sluice this one replaces?): bound as soon as it is free");
+                let (shared, address) = (shared.clone(), address.clone());
+                accept.spawn(async move {
+                    let mut shutdown = shared.shutdown.clone();
+                    loop {
+                        tokio::select! {
+                            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                            _ = shutdown.wait_for(|s| *s) => return,
+                        }
+                        if let Ok(socket) = listener::bind_address(name, &address, false).await {
+                            if let Ok(at) = socket.local_addr() {
+                                shared.control.set_addr(name, at);
+                                tracing::info!(listener = name, address = %at, "listening");
+                            }
+                            serve(socket).await;
+                            return;
+                        }
+                    }
+                });
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
+        if let Some(at) = addrs.get(name) {
+            shared.control.set_addr(name, *at);
+        }
     }
+    Ok(())
+}
+
+fn in_use(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::AddrInUse)
+    })
 }
 
 impl Handle {
+    /// Makes `RELOAD` and SIGHUP read `file` again and apply it (see reload.rs).
+    pub fn reload_from(&self, file: std::path::PathBuf) {
+        let running = self.running.clone();
+        let file = Arc::new(file);
+        self.shared.control.set_reload(Arc::new(move || {
+            let (running, file) = (running.clone(), file.clone());
+            Box::pin(async move { crate::reload::reload(&running, &file).await })
+        }));
+    }
+
     /// Writes each pool's counters to the log (on SIGUSR1), and their totals on one
     /// line a benchmark can read (`slow_waits_total`: waits for a server connection
     /// over 100 ms, clients starving).

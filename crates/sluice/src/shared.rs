@@ -50,6 +50,16 @@ impl<C: crate::mux::MuxConn> ProtoState<C> {
         .sum()
     }
 
+    /// Server connections (in use, idle) on the server at `addr`, over all its pools.
+    pub fn counts_on(&self, addr: &str) -> (usize, usize) {
+        let pools = self.pools.all();
+        let on = pools.iter().filter(|p| p.key.server == addr);
+        on.fold((0, 0), |(u, i), p| {
+            let (total, idle) = p.counts();
+            (u + total.saturating_sub(idle), i + idle)
+        })
+    }
+
     /// Closes the idle connections to the server at `addr` (it went down).
     pub fn close_idle_on(&self, addr: &str) {
         let pools = self.pools.all();
@@ -86,7 +96,7 @@ pub struct Shared {
     /// the same ones, and an idle client should not hold a copy of its own.
     pub pg_views: crate::intern::Interner<std::collections::BTreeMap<String, String>>,
     /// TLS towards each server that uses it, by server name.
-    pub connectors: HashMap<String, tokio_rustls::TlsConnector>,
+    pub connectors: ArcSwap<HashMap<String, tokio_rustls::TlsConnector>>,
     /// Schema changes (DDL) clients made through Sluice: prepared statements are named
     /// afresh after each (see `Pool::current_statement`).
     pub schema_epoch: Arc<std::sync::atomic::AtomicU64>,
@@ -95,13 +105,19 @@ pub struct Shared {
     /// Each listener's round-robin counter (see `router::pick`).
     pub tickets: crate::router::Tickets,
     /// Each server's connection budget, by server name (see pool/budget.rs).
-    pub budgets: HashMap<String, Arc<crate::pool::budget::ServerBudget>>,
+    pub budgets: ArcSwap<HashMap<String, Arc<crate::pool::budget::ServerBudget>>>,
     /// The SQL firewall's allowlist (firewall/).
     pub firewall: Arc<crate::firewall::Firewall>,
     /// Statements mirrored by rules (session/mirror.rs).
     pub mirrors: Mirrors,
     /// Query digests (stats/); None when `digest_max_entries` is 0.
     pub digests: Option<Arc<crate::stats::Digests>>,
+    /// Per-listener counters (stats/counters.rs).
+    pub counters: crate::stats::counters::Counters,
+    /// Every logged-in client (session/clients.rs).
+    pub book: Arc<crate::session::clients::Book>,
+    /// What the admin console asked of the process (admin/).
+    pub control: crate::admin::Control,
     pub shutdown: watch::Receiver<bool>,
     pub clients: AtomicUsize,
     next_pid: AtomicI32,
@@ -125,7 +141,7 @@ impl Shared {
             })
             .collect();
         Arc::new(Shared {
-            budgets,
+            budgets: ArcSwap::from_pointee(budgets),
             topology: crate::topology::Topologies::new(&config),
             tickets: Default::default(),
             schema_epoch: Default::default(),
@@ -134,6 +150,9 @@ impl Shared {
                 0 => None,
                 n => Some(Arc::new(crate::stats::Digests::new(n))),
             },
+            counters: Default::default(),
+            book: Default::default(),
+            control: Default::default(),
             pg: ProtoState::new(sluice_sql::Dialect::Postgres, &config),
             my: ProtoState::new(sluice_sql::Dialect::MySql, &config),
             config: ArcSwap::from_pointee(config),
@@ -141,7 +160,7 @@ impl Shared {
             pins: PinCounters::default(),
             holders: Default::default(),
             pg_views: Default::default(),
-            connectors,
+            connectors: ArcSwap::from_pointee(connectors),
             firewall: Arc::new(crate::firewall::Firewall::none()),
             shutdown,
             clients: AtomicUsize::new(0),

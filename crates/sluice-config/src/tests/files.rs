@@ -178,6 +178,7 @@ fn reference_example_matches_defaults() {
     };
     let config = load_with(&examples_dir().join("sluice.toml"), &options).expect("valid");
     assert_eq!(config.general, General::default());
+    assert_eq!(config.admin, crate::Admin::default());
     assert_eq!(config.pools["default"], Pool::with_defaults("default"));
 }
 
@@ -373,6 +374,7 @@ fn every_key_is_documented_and_in_the_reference_example() {
         crate::rules::RULE_KEYS,
         crate::rules::TABLE_KEYS,
         crate::rules::FIREWALL_KEYS,
+        crate::admin::ADMIN_KEYS,
     ] {
         for key in keys {
             assert!(

@@ -248,3 +248,35 @@ fn cidr() {
     assert!(Cidr::parse("1.2.3.4/33").is_err());
     assert!(Cidr::parse("x").is_err());
 }
+
+#[test]
+fn admin_defaults_and_checks() {
+    let base = super::BASE;
+    let ok = super::ok(base);
+    assert_eq!(ok.admin, crate::Admin::default());
+    assert_eq!(ok.admin.http_address.as_deref(), Some("127.0.0.1:9930"));
+    let text = format!(
+        "{base}\n[users.ops]\npassword = \"pw\"\n\n[admin]\nusers = [\"ops\"]\nhttp_address = \"\"\nmysql_address = \"127.0.0.1:0\"\npg_database = \"console\"\n"
+    );
+    let c = super::ok(&text);
+    assert_eq!(c.admin.users, vec!["ops".to_string()]);
+    assert_eq!(c.admin.http_address, None);
+    assert_eq!(c.admin.mysql_address.as_deref(), Some("127.0.0.1:0"));
+    assert_eq!(c.admin.pg_database, "console");
+    assert!(c.admin.is_admin("ops") && !c.admin.is_admin("app"));
+    let bad = format!(
+        "{base}\n[admin]\nusers = [\"nobody\"]\nmysql_address = \"nohost\"\nhttp_address = \"127.0.0.1:6432\"\npg_database = \"\"\ncolour = 1\n"
+    );
+    let errors = crate::parse_with(&bad, "x.toml", &super::no_files())
+        .expect_err("invalid")
+        .to_string();
+    for want in [
+        "[admin] users[0]: user \"nobody\" does not exist",
+        "mysql_address",
+        "pg_database",
+        "unknown key \"colour\" in [admin]",
+        "[admin] http_address: \"127.0.0.1:6432\" is already used by [listeners.pg]",
+    ] {
+        assert!(errors.contains(want), "{want} not in {errors}");
+    }
+}

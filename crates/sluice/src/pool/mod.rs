@@ -143,6 +143,9 @@ pub struct Pool<C: PoolConn> {
     pub waits: AtomicU64,
     /// Waits for a connection that took longer than [`SLOW_WAIT`]: a client starving.
     pub slow_waits: AtomicU64,
+    /// Time spent waiting for a connection, in microseconds, and waits that timed out.
+    pub wait_us: AtomicU64,
+    pub wait_timeouts: AtomicU64,
     /// Clients waiting for a connection right now, and since when there have been any.
     waiting: std::sync::atomic::AtomicUsize,
     wait_since: Mutex<Option<Instant>>,
@@ -256,6 +259,8 @@ impl<C: PoolConn> Pool<C> {
             leases: AtomicU64::new(0),
             waits: AtomicU64::new(0),
             slow_waits: AtomicU64::new(0),
+            wait_us: AtomicU64::new(0),
+            wait_timeouts: AtomicU64::new(0),
             waiting: Default::default(),
             wait_since: Mutex::new(None),
             known_statements: Mutex::new(Default::default()),
@@ -341,6 +346,11 @@ impl<C: PoolConn> Pool<C> {
         let c = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let slow = c(&self.slow_waits);
         (self.name.clone(), c(&self.leases), c(&self.waits), slow)
+    }
+
+    /// Clients waiting for a connection right now.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
     }
 
     /// Whether the pool can open connections by itself (not a pass-through pool).

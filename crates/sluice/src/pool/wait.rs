@@ -126,8 +126,14 @@ impl<C: PoolConn> Pool<C> {
         let waited = tokio::time::Instant::now();
         let got = tokio::time::timeout_at(deadline, &mut w.rx).await;
         drop(w);
-        if waited.elapsed() > super::SLOW_WAIT {
+        let took = waited.elapsed();
+        let us = took.as_micros().min(u128::from(u64::MAX)) as u64;
+        self.wait_us.fetch_add(us, Ordering::Relaxed);
+        if took > super::SLOW_WAIT {
             self.slow_waits.fetch_add(1, Ordering::Relaxed);
+        }
+        if got.is_err() {
+            self.wait_timeouts.fetch_add(1, Ordering::Relaxed);
         }
         match got {
             Ok(Ok(Grant::Conn(c))) => Ok(self.leased(c)),

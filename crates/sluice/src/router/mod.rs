@@ -91,7 +91,7 @@ pub fn pick<'t>(
         .clusters
         .get(cluster)
         .ok_or(NoRoute::UnknownCluster)?;
-    if !c.servers.iter().any(|s| s.up) {
+    if !c.servers.iter().any(|s| s.usable()) {
         return Err(NoRoute::AllDown);
     }
     if c.discovers && c.servers.iter().all(|s| s.role == Role::Unknown) {
@@ -114,14 +114,14 @@ fn writer(strategy: Strategy, c: &ClusterView) -> Result<&ServerView, NoRoute> {
         return c
             .servers
             .iter()
-            .find(|s| s.up && !(sticky && s.failed_once))
+            .find(|s| s.usable() && !(sticky && s.failed_once))
             .ok_or(NoRoute::AllDown);
     }
     if c.split_brain() {
         return Err(NoRoute::SplitBrain);
     }
     match c.primary() {
-        Some(p) if !(sticky && p.failed_once) => Ok(p),
+        Some(p) if !(p.offline || sticky && p.failed_once) => Ok(p),
         _ => Err(NoRoute::NoPrimary),
     }
 }
@@ -150,7 +150,7 @@ fn reader<'t>(
     let eligible = || {
         c.servers
             .iter()
-            .filter(|s| s.up)
+            .filter(|s| s.usable())
             .filter(|s| !c.discovers || s.role == Role::Replica)
             .filter(fresh)
     };
@@ -158,7 +158,7 @@ fn reader<'t>(
     if n == 0 {
         return match strategy {
             Strategy::RoundRobinWithFallback if !c.split_brain() => {
-                c.primary().ok_or(NoRoute::NoReplica)
+                c.primary().filter(|p| !p.offline).ok_or(NoRoute::NoReplica)
             }
             _ => Err(NoRoute::NoReplica),
         };

@@ -14,6 +14,7 @@ fn server(name: &str, up: bool, role: Role, lag: Option<u64>) -> ServerView {
         position: None,
         failed_once: false,
         checked_at: None,
+        offline: false,
     }
 }
 
@@ -381,5 +382,29 @@ fn a_retried_read_avoids_the_replica_it_lost() {
     assert_eq!(
         pick(&split, &t, "c", a, &none).map(|s| s.name.to_string()),
         Ok("p".into())
+    );
+}
+
+#[test]
+fn servers_taken_offline_get_no_new_leases() {
+    let mut servers = vec![
+        server("p", true, Primary, None),
+        server("r1", true, Replica, Some(0)),
+        server("r2", true, Replica, Some(0)),
+    ];
+    servers[1].offline = true;
+    let t = topo(true, servers.clone());
+    let reads: Vec<_> = (0..4)
+        .map(|i| pick_name(&ro(Strategy::RoundRobin), &t, i))
+        .collect();
+    assert!(reads.iter().all(|r| r.as_deref() == Ok("r2")), "{reads:?}");
+    servers[0].offline = true;
+    let t = topo(true, servers.clone());
+    assert_eq!(pick_name(&rw(), &t, 0), Err(NoRoute::NoPrimary));
+    servers[2].offline = true;
+    let t = topo(true, servers);
+    assert_eq!(
+        pick_name(&ro(Strategy::RoundRobinWithFallback), &t, 0),
+        Err(NoRoute::AllDown)
     );
 }

@@ -40,6 +40,9 @@ impl From<Error> for End {
 
 /// What both protocols keep alike of a client's session.
 pub struct Core<C: PoolConn> {
+    /// The client's place in the book (first: it lets go of the socket before `io`
+    /// closes it).
+    pub client: Option<super::clients::Entry>,
     pub shared: Arc<Shared>,
     pub io: Pump,
     pub mode: PoolMode,
@@ -97,6 +100,7 @@ pub struct Seat<C: PoolConn> {
     pub route: RouteMark,
     pub max_message: usize,
     pub judging: Option<Box<super::judge::Judging>>,
+    pub client: Option<super::clients::Entry>,
 }
 
 impl<C: PoolConn> Core<C> {
@@ -108,6 +112,7 @@ impl<C: PoolConn> Core<C> {
         clock: Option<Box<Clock>>,
     ) -> Core<C> {
         Core {
+            client: seat.client,
             io: Pump::new(&shared, client, cbuf),
             shared,
             mode: seat.mode,
@@ -428,6 +433,11 @@ pub async fn route<R: Relay>(
     // wait in the client's queue).
     let between = (r.between_requests() || r.deferred.is_some()) && r.muxed.is_none();
     if r.tx_mode() && r.lease.is_none() && between {
+        if r.shared.control.is_paused(&r.cfg.cluster) {
+            // PAUSE: the transaction waits for RESUME.
+            let shutdown = r.shared.shutdown.clone();
+            r.shared.control.hold(&r.cfg.cluster, &shutdown).await;
+        }
         let class = if r.cfg.route.kind == sluice_config::RouteKind::Split {
             match (&r.deferred, r.judging.as_deref()) {
                 // The transaction's BEGIN says where it may run.

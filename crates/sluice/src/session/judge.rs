@@ -26,6 +26,8 @@ pub struct Judging {
     user_hash: u64,
     allowlist: Arc<Firewall>,
     digests: Option<Arc<Digests>>,
+    /// The listener's statement counters (kept with digests).
+    counters: Arc<crate::stats::counters::ListenerCounters>,
     /// The session's current database, as its digests are kept by, and the hash of
     /// (user, database, listener) they are kept under.
     database: Arc<str>,
@@ -77,6 +79,7 @@ impl Judging {
             firewall,
             user_hash: crate::firewall::user_hash(user),
             allowlist: shared.firewall.clone(),
+            counters: shared.counters.listener(&listener.name),
             digests,
             database: database.into(),
             session: DigestKey::session(user, database, &listener.name),
@@ -328,7 +331,10 @@ pub fn digest_done<C: PoolConn>(core: &mut Core<C>, token: u64, outcome: Outcome
                 database: &p.database,
                 listener: &j.who.listener,
             };
-            d.record(&key, p.session, (p.at, Instant::now()), outcome);
+            let now = Instant::now();
+            j.counters
+                .record(now.saturating_duration_since(p.at), &outcome);
+            d.record(&key, p.session, (p.at, now), outcome);
         }
     }
 }

@@ -3,6 +3,7 @@
 //! the pool mode, the transaction status and the ledger of what the client changed.
 
 pub mod cancel;
+pub mod clients;
 pub mod driver;
 pub mod effects;
 pub mod judge;

@@ -34,6 +34,19 @@ impl<C: PoolConn> Plan<C> {
 /// during a failover, every replica lagging) it waits for the topology to change, up to
 /// the pool's `wait_timeout`, then answers an error.
 pub async fn target(shared: &Shared, listener: &Listener) -> Result<(Arc<Config>, Target), Error> {
+    // PAUSE: a new session waits for RESUME (within the client's login timeout).
+    shared
+        .control
+        .hold(&listener.cluster, &shared.shutdown)
+        .await;
+    target_now(shared, listener).await
+}
+
+/// [`target`], paused or not (the admin console's own logins).
+pub async fn target_now(
+    shared: &Shared,
+    listener: &Listener,
+) -> Result<(Arc<Config>, Target), Error> {
     let config = shared.config.load_full();
     let pool_cfg = config.pool_for(listener);
     let mut target = route_target(
@@ -110,11 +123,11 @@ pub(super) fn target_for(
 ) -> Target {
     let mut target = Target::for_server(
         server,
-        shared.connectors.get(&server.name).cloned(),
+        shared.connectors.load().get(&server.name).cloned(),
         want.connect_timeout,
         config.general.max_message_size,
     );
-    target.budget = shared.budgets.get(&server.name).cloned();
+    target.budget = shared.budgets.load().get(&server.name).cloned();
     target.budget_wait = want.wait;
     target
 }

@@ -265,6 +265,16 @@ pub fn reroute<C: PoolConn>(
     let uses = |name: &str| in_use(shared, &config, name);
     let picked = match crate::router::pick(&route, &topology, cluster, ask, &uses) {
         Ok(p) => p,
+        // A server taken offline takes no new transactions, even with none to go to.
+        Err(_) if !moves && offline(&topology, &config, cluster, &pool.key.server) => {
+            return Rerouted {
+                stuck: Some(format!(
+                    "server {} of cluster \"{cluster}\" is offline (SET SERVER ... OFFLINE) and no other can take this transaction",
+                    pool.key.server
+                )),
+                ..none
+            };
+        }
         // The lease fails or waits as it would on the session's own cluster.
         Err(_) if !moves => return none,
         Err(why) => {
@@ -295,6 +305,24 @@ pub fn reroute<C: PoolConn>(
         catch_up,
         stuck: None,
     }
+}
+
+/// Whether the server at `addr` is one of `cluster`'s and taken offline.
+fn offline(
+    topology: &crate::topology::Topology,
+    config: &sluice_config::Config,
+    cluster: &str,
+    addr: &str,
+) -> bool {
+    topology.clusters.get(cluster).is_some_and(|c| {
+        c.servers.iter().any(|v| {
+            v.offline
+                && config
+                    .servers
+                    .get(&*v.name)
+                    .is_some_and(|s| format!("{}:{}", s.host, s.port) == addr)
+        })
+    })
 }
 
 /// The server the session's pool is on, as the router names it.

@@ -5,6 +5,8 @@
 //! of a shard is evicted and counted. The table is split into shards, each behind its
 //! own short lock, so clients recording at once seldom meet.
 
+pub mod counters;
+
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -173,6 +175,15 @@ impl Digests {
     }
 
     /// Every entry.
+    /// Entries kept now.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     pub fn rows(&self) -> Vec<Row> {
         let (wall, mono) = (SystemTime::now(), Instant::now());
         let mut out = Vec::new();

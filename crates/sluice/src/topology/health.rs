@@ -24,6 +24,10 @@ pub fn start(shared: &Arc<Shared>) {
             continue;
         };
         let creds = Credentials::password(user, cluster.health.password.clone());
+        let epoch = shared
+            .topology
+            .epoch
+            .load(std::sync::atomic::Ordering::SeqCst);
         for server in cluster.servers.iter().filter_map(|s| config.servers.get(s)) {
             let task = Checker {
                 shared: shared.clone(),
@@ -31,6 +35,7 @@ pub fn start(shared: &Arc<Shared>) {
                 server: server.clone(),
                 target: target(shared, &config, server, cluster),
                 creds: creds.clone(),
+                epoch,
             };
             tokio::spawn(task.run());
         }
@@ -40,7 +45,7 @@ pub fn start(shared: &Arc<Shared>) {
 fn target(shared: &Shared, config: &Config, server: &Server, cluster: &Cluster) -> Target {
     Target::for_server(
         server,
-        shared.connectors.get(&server.name).cloned(),
+        shared.connectors.load().get(&server.name).cloned(),
         cluster.health.timeout,
         config.general.max_message_size,
     )
@@ -52,6 +57,9 @@ struct Checker {
     server: Server,
     target: Target,
     creds: Credentials,
+    /// The topology epoch it was started in: a reload that changes servers or
+    /// clusters starts new checkers, and this one stops.
+    epoch: u64,
 }
 
 impl Checker {
@@ -63,6 +71,9 @@ impl Checker {
         let mut failures = 0u32;
         let mut delay = Delay::default();
         loop {
+            if self.stale() {
+                return;
+            }
             let began = std::time::Instant::now();
             let check = probe::check(self.server.protocol, &self.target, &self.creds, &mut conn);
             let found = match tokio::time::timeout(h.timeout, check).await {
@@ -130,6 +141,9 @@ impl Checker {
     fn update(&self, change: impl FnOnce(&mut super::ServerView)) -> bool {
         let topo = &self.shared.topology;
         let _writer = topo.writer.lock();
+        if self.stale() {
+            return false;
+        }
         let mut next: Topology = (*topo.load()).clone();
         let Some(cluster) = next.clusters.get_mut(&self.cluster.name) else {
             return false;
@@ -186,6 +200,14 @@ impl Checker {
             self.close_idle();
         }
         went_down
+    }
+
+    fn stale(&self) -> bool {
+        self.shared
+            .topology
+            .epoch
+            .load(std::sync::atomic::Ordering::SeqCst)
+            != self.epoch
     }
 
     /// A server that went down: its idle connections are of no use.

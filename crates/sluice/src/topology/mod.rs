@@ -6,6 +6,7 @@
 
 pub mod health;
 mod probe;
+pub mod reload;
 
 use arc_swap::ArcSwap;
 use sluice_config::Config;
@@ -49,6 +50,16 @@ pub struct ServerView {
     /// When the last good check began (its `position` is at least what the server had
     /// at that moment).
     pub checked_at: Option<std::time::Instant>,
+    /// Drained by the admin console (`SET SERVER name OFFLINE`): no new leases go to
+    /// it; what runs there finishes.
+    pub offline: bool,
+}
+
+impl ServerView {
+    /// Up, and not taken offline: a route may choose it.
+    pub fn usable(&self) -> bool {
+        self.up && !self.offline
+    }
 }
 
 /// One cluster: its servers in the order of `servers`.
@@ -121,6 +132,7 @@ impl Topology {
                         position: None,
                         failed_once: false,
                         checked_at: None,
+                        offline: false,
                     })
                     .collect();
                 let view = ClusterView {
@@ -144,7 +156,10 @@ pub struct Topologies {
     current: ArcSwap<Topology>,
     changed: Notify,
     /// Wakes the checkers of a server at once (by its address, `host:port`).
-    wake: HashMap<String, Arc<Notify>>,
+    wake: parking_lot::RwLock<HashMap<String, Arc<Notify>>>,
+    /// Bumped when a reload changes servers or clusters: the checkers started before
+    /// stop, and new ones start for the new configuration.
+    pub(crate) epoch: std::sync::atomic::AtomicU64,
     /// Held by a checker while it derives and publishes the next snapshot.
     pub(crate) writer: parking_lot::Mutex<()>,
 }
@@ -154,11 +169,14 @@ impl Topologies {
         Topologies {
             current: ArcSwap::from_pointee(Topology::initial(config)),
             changed: Notify::new(),
-            wake: config
-                .servers
-                .values()
-                .map(|s| (format!("{}:{}", s.host, s.port), Arc::new(Notify::new())))
-                .collect(),
+            wake: parking_lot::RwLock::new(
+                config
+                    .servers
+                    .values()
+                    .map(|s| (format!("{}:{}", s.host, s.port), Arc::new(Notify::new())))
+                    .collect(),
+            ),
+            epoch: Default::default(),
             writer: parking_lot::Mutex::new(()),
         }
     }
@@ -176,6 +194,26 @@ impl Topologies {
     pub(crate) fn publish(&self, t: Topology) {
         self.current.store(Arc::new(t));
         self.changed.notify_waiters();
+    }
+
+    /// Takes a server offline (drained: no new leases) or back online, by name; the
+    /// routes move so that sessions choose again. False when no cluster has it.
+    pub fn set_offline(&self, server: &str, offline: bool) -> bool {
+        let _writer = self.writer.lock();
+        let mut next: Topology = (*self.load()).clone();
+        let mut found = false;
+        for c in next.clusters.values_mut() {
+            for v in c.servers.iter_mut().filter(|v| &*v.name == server) {
+                found = true;
+                v.offline = offline;
+            }
+        }
+        if found {
+            next.generation += 1;
+            next.routes += 1;
+            self.publish(next);
+        }
+        found
     }
 
     /// Waits until the topology is past `generation` or `timeout` passes.
@@ -212,12 +250,12 @@ impl Topologies {
 
     /// Checks the server at `addr` now (it closed a client's connection by itself).
     pub fn check_now(&self, addr: &str) {
-        if let Some(n) = self.wake.get(addr) {
+        if let Some(n) = self.wake.read().get(addr) {
             n.notify_one();
         }
     }
 
     pub(crate) fn waker(&self, addr: &str) -> Option<Arc<Notify>> {
-        self.wake.get(addr).cloned()
+        self.wake.read().get(addr).cloned()
     }
 }

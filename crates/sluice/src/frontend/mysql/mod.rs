@@ -2,6 +2,7 @@
 //! TLS upgrade and authentication, gets the client a server connection through the
 //! router and pool, then hands the session to the relay loop.
 
+pub mod admin;
 mod auth;
 mod login;
 mod lookup;

@@ -2,6 +2,7 @@
 //! authentication, gets the client a server connection through the router and pool,
 //! then hands the session to the relay loop.
 
+mod admin;
 mod auth;
 mod login;
 mod lookup;
@@ -91,6 +92,16 @@ async fn admit(
             version,
         } => {
             let mut client = Client { stream, buf };
+            if admin::wanted(&shared, &params) {
+                // The console: not under the client cap (an operator must get in when
+                // clients have taken every slot), and not a session.
+                drop(slot);
+                let login = admin::login(&shared, &ctx, &mut client, &params);
+                if let Ok(true) = tokio::time::timeout_at(deadline, login).await {
+                    admin::serve(shared, client).await;
+                }
+                return None;
+            }
             let Some(slot) = slot else {
                 let e = Error::new(
                     crate::error::Kind::PoolTimeout,

@@ -1,0 +1,149 @@
+//! What the admin console asks of the running process and the flow obeys: clusters
+//! paused (new transactions and logins wait; those running finish), a shutdown
+//! requested, a reload (a hook the server installs), and the addresses bound.
+
+use parking_lot::{Mutex, RwLock};
+use std::collections::{BTreeMap, HashSet};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::sync::{Notify, watch};
+
+/// Re-reads the configuration and applies it: a summary, or why it was refused.
+pub type ReloadFn =
+    Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<String, String>> + Send>> + Send + Sync>;
+
+pub struct Control {
+    /// Paused clusters (`PAUSE name`).
+    paused: RwLock<HashSet<String>>,
+    /// `PAUSE` with no name: every cluster.
+    all_paused: AtomicBool,
+    /// Anything paused (the per-transaction check is one load).
+    any: AtomicBool,
+    resumed: Notify,
+    /// `SHUTDOWN` (false) or `SHUTDOWN WAIT` (true), once asked.
+    shutdown: watch::Sender<Option<bool>>,
+    reload: Mutex<Option<ReloadFn>>,
+    /// The address each listener and admin endpoint is bound to, by name.
+    addrs: RwLock<BTreeMap<String, SocketAddr>>,
+}
+
+impl Default for Control {
+    fn default() -> Self {
+        Control {
+            paused: Default::default(),
+            all_paused: AtomicBool::new(false),
+            any: AtomicBool::new(false),
+            resumed: Notify::new(),
+            shutdown: watch::channel(None).0,
+            reload: Mutex::new(None),
+            addrs: Default::default(),
+        }
+    }
+}
+
+impl Control {
+    pub fn is_paused(&self, cluster: &str) -> bool {
+        self.any.load(Ordering::Relaxed)
+            && (self.all_paused.load(Ordering::Relaxed) || self.paused.read().contains(cluster))
+    }
+
+    /// Every paused cluster ("*" for all).
+    pub fn paused(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.paused.read().iter().cloned().collect();
+        if self.all_paused.load(Ordering::Relaxed) {
+            v.push("*".into());
+        }
+        v.sort();
+        v
+    }
+
+    pub fn pause(&self, cluster: Option<&str>) {
+        match cluster {
+            None => self.all_paused.store(true, Ordering::SeqCst),
+            Some(c) => {
+                self.paused.write().insert(c.to_owned());
+            }
+        }
+        self.any.store(true, Ordering::SeqCst);
+    }
+
+    /// Resumes one cluster, or with `None` everything paused.
+    pub fn resume(&self, cluster: Option<&str>) {
+        match cluster {
+            None => {
+                self.all_paused.store(false, Ordering::SeqCst);
+                self.paused.write().clear();
+            }
+            Some(c) => {
+                self.paused.write().remove(c);
+            }
+        }
+        let any = self.all_paused.load(Ordering::SeqCst) || !self.paused.read().is_empty();
+        self.any.store(any, Ordering::SeqCst);
+        self.resumed.notify_waiters();
+    }
+
+    /// Waits while `cluster` is paused (or until shutdown begins).
+    pub async fn hold(&self, cluster: &str, shutdown: &watch::Receiver<bool>) {
+        let mut shutdown = shutdown.clone();
+        while self.is_paused(cluster) && !*shutdown.borrow() {
+            let resumed = self.resumed.notified();
+            tokio::pin!(resumed);
+            resumed.as_mut().enable();
+            if !self.is_paused(cluster) {
+                return;
+            }
+            tokio::select! {
+                _ = resumed => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+    }
+
+    pub fn request_shutdown(&self, wait: bool) {
+        self.shutdown.send_replace(Some(wait));
+    }
+
+    /// Waits for `SHUTDOWN`: whether it asked to wait for transactions.
+    pub async fn shutdown_requested(&self) -> bool {
+        let mut rx = self.shutdown.subscribe();
+        loop {
+            let asked = *rx.borrow_and_update();
+            if let Some(wait) = asked {
+                return wait;
+            }
+            if rx.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+    }
+
+    pub fn set_reload(&self, f: ReloadFn) {
+        *self.reload.lock() = Some(f);
+    }
+
+    /// Reloads the configuration (`RELOAD`, SIGHUP).
+    pub async fn reload(&self) -> Result<String, String> {
+        let f = self.reload.lock().clone();
+        match f {
+            Some(f) => f().await,
+            None => {
+                Err("this instance was started without a configuration file to read again".into())
+            }
+        }
+    }
+
+    pub fn set_addr(&self, name: &str, addr: SocketAddr) {
+        self.addrs.write().insert(name.to_owned(), addr);
+    }
+
+    pub fn remove_addr(&self, name: &str) {
+        self.addrs.write().remove(name);
+    }
+
+    pub fn addr(&self, name: &str) -> Option<SocketAddr> {
+        self.addrs.read().get(name).copied()
+    }
+}

@@ -1,0 +1,36 @@
+//! `SHOW CLIENTS`: every logged-in client (the id is what `KILL CLIENT` takes).
+
+use crate::admin::table::{Table, Type};
+use crate::shared::Shared;
+
+pub fn table(shared: &Shared) -> Table {
+    let mut t = Table::new(&[
+        ("id", Type::Int),
+        ("protocol", Type::Text),
+        ("listener", Type::Text),
+        ("user", Type::Text),
+        ("database", Type::Text),
+        ("address", Type::Text),
+        ("mode", Type::Text),
+        ("pid", Type::Int),
+        ("connected_at", Type::Int),
+        ("connected_s", Type::Int),
+    ]);
+    let now = std::time::SystemTime::now();
+    for c in shared.book.all() {
+        let age = now.duration_since(c.since).map_or(0, |d| d.as_secs());
+        t.push(vec![
+            c.id.into(),
+            c.protocol.into(),
+            (&*c.listener).into(),
+            c.user.as_str().into(),
+            c.database.as_str().into(),
+            c.addr.map(|a| a.to_string()).into(),
+            c.mode.into(),
+            c.pid.into(),
+            super::unix(c.since).into(),
+            age.into(),
+        ]);
+    }
+    t
+}

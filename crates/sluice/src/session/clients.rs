@@ -1,0 +1,105 @@
+//! The book of logged-in clients, for the admin console (`SHOW CLIENTS`, `KILL CLIENT`)
+//! and metrics: who each client is, where it came from, since when. A session holds its
+//! [`Entry`]; dropping it (the session ends) takes the client out of the book.
+
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+/// One client, as the console shows it.
+pub struct ClientInfo {
+    /// The console's id for the client (`KILL CLIENT id`).
+    pub id: u64,
+    pub protocol: &'static str,
+    pub listener: Arc<str>,
+    pub user: String,
+    /// The database it logged in to.
+    pub database: String,
+    pub addr: Option<SocketAddr>,
+    pub since: SystemTime,
+    /// The id the client itself knows: PostgreSQL's process id, MySQL's connection id.
+    pub pid: i64,
+    /// The pool mode it runs in.
+    pub mode: &'static str,
+    socket: crate::stream::SocketHandle,
+}
+
+#[derive(Default)]
+pub struct Book {
+    map: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
+    next: AtomicU64,
+}
+
+/// What a client logging in tells the book.
+pub struct Arrival<'a> {
+    pub protocol: &'static str,
+    pub listener: &'a str,
+    pub user: &'a str,
+    pub database: &'a str,
+    pub pid: i64,
+    pub mode: sluice_config::PoolMode,
+    pub tcp: &'a tokio::net::TcpStream,
+}
+
+impl Book {
+    pub fn register(self: &Arc<Self>, a: Arrival<'_>) -> Entry {
+        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let info = Arc::new(ClientInfo {
+            id,
+            protocol: a.protocol,
+            listener: Arc::from(a.listener),
+            user: a.user.to_owned(),
+            database: a.database.to_owned(),
+            addr: a.tcp.peer_addr().ok(),
+            since: SystemTime::now(),
+            pid: a.pid,
+            mode: a.mode.as_str(),
+            socket: crate::stream::SocketHandle::new(a.tcp),
+        });
+        self.map.lock().insert(id, info.clone());
+        Entry {
+            book: self.clone(),
+            info,
+        }
+    }
+
+    /// Every client, by id.
+    pub fn all(&self) -> Vec<Arc<ClientInfo>> {
+        self.map.lock().values().cloned().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Ends the client's connection: its session sees the client gone (a transaction
+    /// it had open is rolled back, its server connection goes back or is closed).
+    /// False when no such client is logged in.
+    pub fn kill(&self, id: u64) -> bool {
+        let Some(c) = self.map.lock().get(&id).cloned() else {
+            return false;
+        };
+        c.socket.shutdown(false);
+        true
+    }
+}
+
+/// A client's place in the book, for as long as its session lives.
+pub struct Entry {
+    book: Arc<Book>,
+    pub info: Arc<ClientInfo>,
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        self.info.socket.clear();
+        self.book.map.lock().remove(&self.info.id);
+    }
+}
