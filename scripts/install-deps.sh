@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Sluice's test suites need, and only what is missing:
 #   Debian packages  PostgreSQL server + client + contrib, MariaDB server + client,
-#                    PgBouncer, sysbench, libpq-dev, libmariadb-dev, pkg-config,
+#                    PgBouncer, Chromium + ChromeDriver (the dashboard's test), sysbench, libpq-dev, libmariadb-dev, pkg-config,
 #                    python3-dev, build-essential
 #   cargo tools      cargo-nextest; cargo-fuzz when fuzz/ exists and a nightly
 #                    toolchain is installed
@@ -58,6 +58,9 @@ have_glob '/usr/share/postgresql/*/extension/pgcrypto.control' || missing+=(post
     && have_glob '/usr/lib/mysql/plugin/auth_ed25519.so'; } || missing+=(mariadb-server)
 command -v mariadb >/dev/null 2>&1 || missing+=(mariadb-client)
 command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
+# The dashboard's test drives a real headless browser through ChromeDriver.
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 command -v sysbench >/dev/null 2>&1 || missing+=(sysbench)
 # A real HA manager for the routing tests: Patroni with etcd as its store.
 command -v patroni >/dev/null 2>&1 || missing+=(patroni)

@@ -122,12 +122,18 @@ async fn start_admin(
                 let at = socket.local_addr()?;
                 addrs.insert(name.to_string(), at);
                 tracing::info!(listener = name, address = %at, "listening");
-                accept.spawn(serve(socket));
+                match name {
+                    // HTTP outlives the accept loops: it answers /ready during the drain.
+                    "admin_http" => drop(tokio::spawn(serve(socket))),
+                    _ => drop(accept.spawn(serve(socket))),
+                }
             }
             Err(e) if in_use(&e) => {
                 tracing::warn!(listener = name, %address, "address in use (by the Sluice this one replaces?): bound as soon as it is free");
                 let (shared, address) = (shared.clone(), address.clone());
-                accept.spawn(async move {
+                // Not tracked: once bound it serves as the others do (HTTP through the
+                // drain), and until then it gives up at shutdown.
+                tokio::spawn(async move {
                     let mut shutdown = shared.shutdown.clone();
                     loop {
                         tokio::select! {
@@ -208,5 +214,6 @@ impl Handle {
             );
         }
         self.shared.close_idle_pools();
+        self.shared.control.stopped.cancel();
     }
 }

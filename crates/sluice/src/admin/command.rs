@@ -51,9 +51,10 @@ pub enum Command {
     ResetDigests,
     /// `SHUTDOWN [WAIT]` (true: wait for transactions, up to `shutdown_timeout`).
     Shutdown(bool),
-    /// `SELECT @@version_comment ...` and the like, which MySQL clients send on their
-    /// own when they connect: answered with one row.
-    Variable(String),
+    /// `SELECT @@version_comment ...`, `SELECT @@max_allowed_packet, @@wait_timeout`
+    /// and the like, which MySQL clients and drivers send on their own when they
+    /// connect: answered with one row.
+    Variables(Vec<String>),
 }
 
 /// The command list, as errors give it.
@@ -107,17 +108,19 @@ pub fn parse(sql: &str) -> Result<Command, String> {
     }
     let lower = sql.to_ascii_lowercase();
     if lower.starts_with("select") && lower.contains("@@") {
-        let var = lower
+        let vars = lower
             .split("@@")
-            .nth(1)
-            .unwrap_or_default()
-            .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
-            .next()
-            .unwrap_or_default()
-            .trim_start_matches("session.")
-            .trim_start_matches("global.")
-            .to_string();
-        return Ok(Command::Variable(var));
+            .skip(1)
+            .map(|v| {
+                v.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
+                    .next()
+                    .unwrap_or_default()
+                    .trim_start_matches("session.")
+                    .trim_start_matches("global.")
+                    .to_string()
+            })
+            .collect();
+        return Ok(Command::Variables(vars));
     }
     let w = words(sql)?;
     let up: Vec<String> = w.iter().map(|s| s.to_ascii_uppercase()).collect();
@@ -239,7 +242,7 @@ mod tests {
         assert_eq!(parse("SHUTDOWN WAIT"), Ok(Command::Shutdown(true)));
         assert_eq!(
             parse("select @@version_comment limit 1"),
-            Ok(Command::Variable("version_comment".into()))
+            Ok(Command::Variables(vec!["version_comment".into()]))
         );
         for bad in [
             "",

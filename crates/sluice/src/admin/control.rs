@@ -27,6 +27,8 @@ pub struct Control {
     reload: Mutex<Option<ReloadFn>>,
     /// The address each listener and admin endpoint is bound to, by name.
     addrs: RwLock<BTreeMap<String, SocketAddr>>,
+    /// The drain is over: HTTP, which answers `/ready` 503 while draining, stops.
+    pub stopped: tokio_util::sync::CancellationToken,
 }
 
 impl Default for Control {
@@ -39,6 +41,7 @@ impl Default for Control {
             shutdown: watch::channel(None).0,
             reload: Mutex::new(None),
             addrs: Default::default(),
+            stopped: Default::default(),
         }
     }
 }

@@ -13,13 +13,14 @@ use tokio::net::TcpListener;
 
 const DASHBOARD: &str = include_str!("dashboard.html");
 
-/// Serves HTTP on `socket` until shutdown.
+/// Serves HTTP on `socket` until the drain after shutdown is over (load balancers
+/// read `/ready` as 503 meanwhile).
 pub async fn serve(shared: Arc<Shared>, socket: TcpListener) {
-    let mut shutdown = shared.shutdown.clone();
+    let stopped = shared.control.stopped.clone();
     loop {
         let accepted = tokio::select! {
             r = socket.accept() => r,
-            _ = shutdown.wait_for(|s| *s) => break,
+            _ = stopped.cancelled() => break,
         };
         let Ok((tcp, _)) = accepted else {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;

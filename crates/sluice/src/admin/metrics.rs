@@ -46,8 +46,12 @@ fn family(
 ) -> Result<(), Error> {
     let mut m = e.encode_descriptor(name, help, None, kind)?;
     for (labels, v) in rows {
-        let mut f = m.encode_family(&labels)?;
-        write(&mut f, &kind, v)?;
+        if labels.is_empty() {
+            write(&mut m, &kind, v)?;
+        } else {
+            let mut f = m.encode_family(&labels)?;
+            write(&mut f, &kind, v)?;
+        }
     }
     Ok(())
 }

@@ -67,7 +67,7 @@ pub async fn execute(shared: &Arc<Shared>, sql: &str) -> Result<Reply, Refusal> 
                 message,
             });
     }
-    if !matches!(command, Command::Variable(_)) {
+    if !matches!(command, Command::Variables(_)) {
         tracing::info!(command = %sql.trim(), "admin command");
     }
     run(shared, command).await.map_err(|message| Refusal {
@@ -81,7 +81,7 @@ async fn run(shared: &Arc<Shared>, command: Command) -> Result<Reply, String> {
         Command::Show { what, order, limit } => show::table(shared, what)
             .shape(&order, limit)
             .map(Reply::Rows),
-        Command::Variable(name) => Ok(Reply::Rows(show::variable(&name))),
+        Command::Variables(names) => Ok(Reply::Rows(show::variables(shared, &names))),
         Command::Reload => shared.control.reload().await.map(Reply::Done),
         Command::Pause(cluster) => pause(shared, cluster.as_deref(), true),
         Command::Resume(cluster) => pause(shared, cluster.as_deref(), false),

@@ -3,6 +3,7 @@
 //! client for sending exactly the bytes a test needs.
 #![allow(dead_code)]
 
+pub mod http;
 pub mod my;
 
 use bytes::{Buf, BufMut, BytesMut};

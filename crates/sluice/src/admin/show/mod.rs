@@ -33,20 +33,36 @@ pub fn table(shared: &Shared, what: Show) -> Table {
     }
 }
 
-/// `SELECT @@name`, as MySQL clients send on connecting: one row.
-pub fn variable(name: &str) -> Table {
-    let value = match name {
-        "version_comment" => "Sluice admin console".to_string(),
-        "version" => super::PRODUCT.to_string(),
-        _ => String::new(),
-    };
-    let column: &'static str = match name {
-        "version_comment" => "@@version_comment",
-        "version" => "@@version",
-        _ => "@@variable",
-    };
-    let mut t = Table::new(&[(column, Type::Text)]);
-    t.push(vec![value.into()]);
+/// `SELECT @@name, ...`, as MySQL clients and drivers send on connecting: one row, a
+/// column per variable (unknown ones NULL).
+pub fn variables(shared: &Shared, names: &[String]) -> Table {
+    use super::table::Cell;
+    let columns: Vec<(&'static str, Type)> = names
+        .iter()
+        .map(|n| match n.as_str() {
+            "version_comment" => ("@@version_comment", Type::Text),
+            "version" => ("@@version", Type::Text),
+            "max_allowed_packet" => ("@@max_allowed_packet", Type::Int),
+            "wait_timeout" => ("@@wait_timeout", Type::Int),
+            "interactive_timeout" => ("@@interactive_timeout", Type::Int),
+            "autocommit" => ("@@autocommit", Type::Int),
+            _ => ("@@variable", Type::Text),
+        })
+        .collect();
+    let max = shared.config.load().general.max_message_size;
+    let row = names
+        .iter()
+        .map(|n| match n.as_str() {
+            "version_comment" => Cell::from("Sluice admin console"),
+            "version" => Cell::from(super::PRODUCT),
+            "max_allowed_packet" => Cell::from(max),
+            "wait_timeout" | "interactive_timeout" => Cell::Int(28_800),
+            "autocommit" => Cell::Int(1),
+            _ => Cell::Null,
+        })
+        .collect();
+    let mut t = Table::new(&columns);
+    t.push(row);
     t
 }
 
