@@ -44,7 +44,12 @@ pub async fn bind_address(name: &str, address: &str, reuse_port: bool) -> Result
             s.listen(BACKLOG)
         });
         match bound {
-            Ok(l) => return Ok(l),
+            Ok(l) => {
+                if reuse_port {
+                    newest_takes_new_clients(&l);
+                }
+                return Ok(l);
+            }
             Err(e) => last = Some(e),
         }
     }
@@ -53,6 +58,46 @@ pub async fn bind_address(name: &str, address: &str, reuse_port: bool) -> Result
         None => anyhow::anyhow!("{}: the address resolves to nothing", ctx()),
     })
 }
+
+/// A restart that refuses no client: the listening sockets of one address form a
+/// SO_REUSEPORT group, in the order they started listening (a process that leaves
+/// hands its place to the last). This program sends every new connection to the
+/// second socket of the group: while a new Sluice runs beside the one it replaces, the
+/// new one gets them all, so the old one's queue is empty when it stops listening
+/// (closing a listening socket resets the connections still queued on it). With one
+/// socket the index is out of range and the kernel picks as usual (that one).
+#[cfg(target_os = "linux")]
+fn newest_takes_new_clients(l: &TcpListener) {
+    use std::os::fd::AsRawFd;
+    // BPF_RET | BPF_K: return 1.
+    let mut program = [libc::sock_filter {
+        code: 0x06,
+        jt: 0,
+        jf: 0,
+        k: 1,
+    }];
+    let fprog = libc::sock_fprog {
+        len: 1,
+        filter: program.as_mut_ptr(),
+    };
+    // SAFETY: the descriptor is the listener's open socket, and `fprog` points at a
+    // program that lives through the call (the kernel copies it).
+    let r = unsafe {
+        libc::setsockopt(
+            l.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_REUSEPORT_CBPF,
+            (&fprog as *const libc::sock_fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        tracing::debug!(error = %std::io::Error::last_os_error(), "SO_ATTACH_REUSEPORT_CBPF refused: restarts share new clients between the two processes");
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn newest_takes_new_clients(_: &TcpListener) {}
 
 pub fn context(
     l: &Listener,
