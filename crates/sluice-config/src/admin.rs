@@ -98,9 +98,30 @@ pub(crate) fn read_admin(ctx: &mut Ctx<'_>, header: Option<Range<usize>>, item: 
     .unwrap_or(defaults)
 }
 
+/// Names the admin endpoints go by (in the console, metrics and logs).
+pub const ADMIN_LISTENER_NAMES: [&str; 2] = ["admin_http", "admin_mysql"];
+
 /// `[admin]` against the rest of the file: its users exist; its addresses are not a
-/// listener's.
+/// listener's. Also: listener names are unique across `[listeners]` and
+/// `[handlersocket]` and are not the admin endpoints' (the console, metrics and
+/// reload know listeners by name).
 pub(crate) fn check(ctx: &mut Ctx<'_>, facts: &crate::validate::Facts) {
+    for l in &facts.listeners {
+        let label = crate::errors::label(l.section, Some(&l.name));
+        if ADMIN_LISTENER_NAMES.contains(&l.name.as_str()) {
+            let message = format!(
+                "{label}: the name {:?} is the admin endpoint's; choose another",
+                l.name
+            );
+            ctx.diag.error_at(l.section, &l.name, "", message);
+        } else if l.section == "handlersocket" && facts.is_defined("listeners", &l.name) {
+            let message = format!(
+                "{label}: [listeners.{}] has this name already; listener names are unique",
+                l.name
+            );
+            ctx.diag.error_at(l.section, &l.name, "", message);
+        }
+    }
     for (key, user) in &facts.admin_users {
         if !facts.is_defined("users", user) {
             let message = facts.missing("users", "user", user);

@@ -31,7 +31,8 @@ mod tests;
 use std::path::{Path, PathBuf};
 
 pub use admin::{
-    Admin, DEFAULT_ADMIN_HTTP_ADDRESS, DEFAULT_ADMIN_MYSQL_ADDRESS, DEFAULT_ADMIN_PG_DATABASE,
+    ADMIN_LISTENER_NAMES, Admin, DEFAULT_ADMIN_HTTP_ADDRESS, DEFAULT_ADMIN_MYSQL_ADDRESS,
+    DEFAULT_ADMIN_PG_DATABASE,
 };
 pub use default::{BUILTIN_DEFAULT_NAME, BUILTIN_DEFAULT_TOML, builtin_default};
 pub use errors::{ConfigError, ConfigErrors};

@@ -12,6 +12,7 @@
 pub mod admin;
 pub mod backend;
 pub mod cancel;
+pub mod control;
 pub mod error;
 pub mod firewall;
 pub mod frontend;

@@ -30,6 +30,9 @@ pub async fn bind_address(name: &str, address: &str, reuse_port: bool) -> Result
     let ctx = || format!("listener \"{name}\": cannot listen on {address}");
     let mut last = None;
     for addr in tokio::net::lookup_host(address).await.with_context(ctx)? {
+        if reuse_port && addr.port() != 0 && someone_listens(addr).await {
+            tracing::warn!(listener = %name, %addr, "another process listens on this address (the Sluice this one replaces?): both listen now, and new clients come here");
+        }
         let socket = if addr.is_ipv4() {
             tokio::net::TcpSocket::new_v4()
         } else {
@@ -57,6 +60,16 @@ pub async fn bind_address(name: &str, address: &str, reuse_port: bool) -> Result
         Some(e) => anyhow::Error::new(e).context(ctx()),
         None => anyhow::anyhow!("{}: the address resolves to nothing", ctx()),
     })
+}
+
+/// Whether a connection to `addr` is accepted (SO_REUSEPORT would let a second Sluice
+/// started by mistake share the port silently: it is said in the log).
+async fn someone_listens(addr: std::net::SocketAddr) -> bool {
+    let probe = tokio::net::TcpStream::connect(addr);
+    matches!(
+        tokio::time::timeout(std::time::Duration::from_millis(200), probe).await,
+        Ok(Ok(_))
+    )
 }
 
 /// A restart that refuses no client: the listening sockets of one address form a
@@ -179,23 +192,14 @@ pub async fn serve_hs(
 
 /// Accepts clients of the MySQL-protocol admin console until shutdown (not under the
 /// client cap: an operator must get in when clients have taken every slot).
-pub async fn serve_admin_mysql(
-    shared: Arc<Shared>,
-    socket: TcpListener,
-    ctx: Arc<ListenerCtx>,
-    tasks: TaskTracker,
-) {
+pub async fn serve_admin_mysql(shared: Arc<Shared>, socket: TcpListener, tasks: TaskTracker) {
     let stop = CancellationToken::new();
-    accept(
-        shared,
-        socket,
-        ("admin_mysql", stop),
-        tasks,
-        move |shared, tcp, slot| {
-            drop(slot);
-            frontend::mysql::admin::serve(shared, ctx.clone(), tcp)
-        },
-    )
+    let name = ("admin_mysql", stop);
+    accept(shared, socket, name, tasks, move |shared, tcp, slot| {
+        drop(slot);
+        let console = shared.control.console_slot();
+        frontend::mysql::admin::serve(shared, tcp, console)
+    })
     .await
 }
 

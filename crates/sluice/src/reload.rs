@@ -2,7 +2,8 @@
 //! with errors is refused with every error (file:line) and the running configuration
 //! stays. A valid one is applied without dropping anyone:
 //! - the configuration snapshot is swapped: new logins see new users and passwords,
-//!   new sessions new pool policies, timeouts and firewall modes;
+//!   new sessions new timeouts and firewall modes;
+//! - running pools take their policy's new settings (size, waits) for new leases;
 //! - query rules and table rules: new sessions judge by the new ones;
 //! - listeners: added ones bind, removed ones stop accepting (their clients finish),
 //!   changed ones get their new settings for later clients, TLS certificates and keys
@@ -26,54 +27,68 @@ pub async fn apply(running: &Running, new: Config) -> Result<String, String> {
     let shared = &running.shared;
     let old = shared.config.load_full();
     let mut said = Vec::new();
-    // Listeners first: a listener that cannot bind refuses the whole reload before
-    // anything else changed.
-    let mut added = Vec::new();
+    // First everything that can fail, with nothing changed yet: contexts built (TLS
+    // files read), sockets bound (SO_REUSEPORT: also where the listener a new one
+    // replaces still listens). A failure drops what was prepared.
+    let refuse = |what: String| format!("{what}; nothing was changed");
+    let mut start = Vec::new();
+    let mut renew = Vec::new();
     for l in new.listeners.values() {
         match running.sql_cfg(&l.name) {
-            None => added.push(l),
-            Some(now) if now.address != l.address || now.protocol != l.protocol => {
-                added.push(l);
+            Some(now) if now.address == l.address && now.protocol == l.protocol => {
+                if now != *l || l.tls_cert_file.is_some() {
+                    let ctx = running.context(l).map_err(|e| refuse(format!("{e:#}")))?;
+                    renew.push((l, ctx, now != *l));
+                }
             }
-            Some(_) => {}
+            _ => start.push(
+                running
+                    .prepare_sql(l)
+                    .await
+                    .map_err(|e| refuse(format!("{e:#}")))?,
+            ),
         }
     }
-    for l in &added {
-        // A listener on a new address binds it before its old socket stops accepting.
-        match running.start_sql(l).await {
-            Ok(addr) => said.push(format!("listener {} bound on {addr}", l.name)),
-            Err(e) => {
-                said.push(format!("{e:#}"));
-                return Err(format!(
-                    "{}; the rest of the configuration was not applied",
-                    said.join("; ")
-                ));
-            }
+    for l in new.handlersocket.values() {
+        if running.hs_cfg(&l.name).as_ref() != Some(l) {
+            let p = running.prepare_hs(&new, l).await;
+            start.push(p.map_err(|e| refuse(format!("{e:#}")))?);
+        }
+    }
+    // Then the new snapshot, and the listeners switched over to it.
+    shared.config.store(Arc::new(new.clone()));
+    for p in start {
+        let name = match &p {
+            crate::running::Prepared::Sql(l, ..) => format!("listener {}", l.name),
+            crate::running::Prepared::Hs(l, ..) => format!("handlersocket {}", l.name),
+        };
+        if let Some(addr) = running.start(p) {
+            said.push(format!("{name} listening on {addr}"));
+        }
+    }
+    for (l, ctx, changed) in renew {
+        running.renew_sql(l, ctx);
+        if changed {
+            said.push(format!("listener {} changed (for new clients)", l.name));
         }
     }
     for name in running.sql_names() {
-        match new.listeners.get(&name) {
-            None => {
-                running.stop(&name);
-                said.push(format!(
-                    "listener {name} stopped accepting; its clients finish"
-                ));
-            }
-            Some(l) if running.sql_cfg(&name).as_ref() != Some(l) || l.tls_cert_file.is_some() => {
-                running.renew_sql(l).map_err(|e| {
-                    format!("listener {name}: {e:#}; the running configuration stays")
-                })?;
-                if old.listeners.get(&name) != Some(l) {
-                    said.push(format!("listener {name} changed (for new clients)"));
-                }
-            }
-            Some(_) => {}
+        if !new.listeners.contains_key(&name) {
+            running.stop_sql(&name);
+            said.push(format!(
+                "listener {name} stopped accepting; its clients finish"
+            ));
         }
     }
-    // Everything below reads the new snapshot.
-    let old_topology = (old.servers.clone(), old.clusters.clone());
-    shared.config.store(Arc::new(new.clone()));
-    if (new.servers.clone(), new.clusters.clone()) != old_topology {
+    for name in running.hs_names() {
+        if !new.handlersocket.contains_key(&name) {
+            running.stop_hs(&name);
+            said.push(format!(
+                "handlersocket {name} stopped accepting; its clients finish"
+            ));
+        }
+    }
+    if (&new.servers, &new.clusters) != (&old.servers, &old.clusters) {
         said.push(crate::topology::reload::apply(shared, &old, &new));
     }
     if old.rules != new.rules || old.tables != new.tables {
@@ -95,31 +110,28 @@ pub async fn apply(running: &Running, new: Config) -> Result<String, String> {
     if old.users != new.users {
         said.push("users and passwords changed (for new logins)".into());
     }
-    if old.pools != new.pools {
-        said.push("pool policies changed (for pools opened from now on)".into());
-    }
-    for name in running.hs_names() {
-        let keep = new.handlersocket.get(&name);
-        if keep != running.hs_cfg(&name).as_ref() {
-            running.stop(&name);
-            if keep.is_none() {
-                said.push(format!("handlersocket {name} stopped accepting"));
-            }
+    if old.pools != new.pools || old.users != new.users {
+        use crate::session::plan::refresh_settings;
+        let n = refresh_settings(shared, &shared.pg.pools, &new, "DISCARD ALL")
+            + refresh_settings(shared, &shared.my.pools, &new, "COM_RESET_CONNECTION");
+        if n > 0 {
+            said.push(format!(
+                "{n} pools took their policy's new settings (for new leases)"
+            ));
         }
     }
-    for l in new.handlersocket.values() {
-        if running.hs_cfg(&l.name).is_none() {
-            match running.start_hs(&new, l).await {
-                Ok((addr, _)) => said.push(format!("handlersocket {} bound on {addr}", l.name)),
-                Err(e) => said.push(format!("handlersocket {}: {e:#}", l.name)),
-            }
-        }
+    if old.admin.users != new.admin.users || old.admin.pg_database != new.admin.pg_database {
+        said.push("[admin] users and pg_database changed (for new console logins)".into());
     }
-    if old.admin != new.admin {
-        said.push("[admin] changed (users at once; addresses at the next start)".into());
+    if (&old.admin.http_address, &old.admin.mysql_address)
+        != (&new.admin.http_address, &new.admin.mysql_address)
+    {
+        said.push("[admin] addresses change at the next start".into());
     }
-    if old.general.worker_threads != new.general.worker_threads {
-        said.push("worker_threads changes at the next start".into());
+    if old.general.worker_threads != new.general.worker_threads
+        || old.general.digest_max_entries != new.general.digest_max_entries
+    {
+        said.push("worker_threads and digest_max_entries change at the next start".into());
     }
     if said.is_empty() {
         said.push("nothing changed".into());

@@ -3,6 +3,7 @@
 //! reload that removes the listener stops accepting; its clients finish on their own)
 //! and, for SQL listeners, a context a reload can replace while the socket stays.
 
+use crate::frontend::ListenerCtx;
 use crate::listener::{self, SwappableCtx};
 use crate::shared::Shared;
 use anyhow::{Context, Result};
@@ -22,6 +23,7 @@ struct Sql {
 
 struct Hs {
     cfg: HsListener,
+    kv: Arc<crate::kv::Kv>,
     stop: CancellationToken,
 }
 
@@ -32,6 +34,25 @@ pub struct Running {
     mysql: Arc<crate::frontend::mysql::SharedState>,
     sql: Mutex<HashMap<String, Sql>>,
     hs: Mutex<HashMap<String, Hs>>,
+}
+
+/// A listener made ready (context built, TLS files read, socket bound) but not yet
+/// accepting: a reload prepares every change before it applies any.
+pub enum Prepared {
+    Sql(Listener, ListenerCtx, tokio::net::TcpListener),
+    Hs(
+        HsListener,
+        Arc<crate::frontend::hs::HsCtx>,
+        tokio::net::TcpListener,
+    ),
+}
+
+impl Prepared {
+    pub fn addr(&self) -> Option<SocketAddr> {
+        match self {
+            Prepared::Sql(_, _, s) | Prepared::Hs(_, _, s) => s.local_addr().ok(),
+        }
+    }
 }
 
 impl Running {
@@ -46,36 +67,71 @@ impl Running {
         }
     }
 
-    /// Binds a SQL listener and starts accepting.
-    pub async fn start_sql(&self, l: &Listener) -> Result<SocketAddr> {
-        let ctx: SwappableCtx = Arc::new(arc_swap::ArcSwap::from_pointee(listener::context(
-            l,
-            &self.mysql,
-        )?));
+    /// Builds a SQL listener's context and binds its address (SO_REUSEPORT: also
+    /// where the listener it replaces still listens).
+    pub async fn prepare_sql(&self, l: &Listener) -> Result<Prepared> {
+        let ctx = listener::context(l, &self.mysql)?;
         let socket = listener::bind(l).await?;
-        let addr = socket.local_addr()?;
-        // Counted from the start, so metrics show every listener.
-        self.shared.counters.listener(&l.name);
-        self.shared.control.set_addr(&l.name, addr);
-        tracing::info!(listener = %l.name, address = %addr, protocol = %l.protocol, "listening");
+        Ok(Prepared::Sql(l.clone(), ctx, socket))
+    }
+
+    /// Starts accepting on a prepared listener; one of the same name stops accepting
+    /// (its clients finish). Returns the address bound.
+    pub fn start(&self, p: Prepared) -> Option<SocketAddr> {
+        let addr = p.addr()?;
         let stop = CancellationToken::new();
-        self.accept.spawn(listener::serve(
-            self.shared.clone(),
-            socket,
-            ctx.clone(),
-            self.clients.clone(),
-            stop.clone(),
-        ));
-        let running = Sql {
-            cfg: l.clone(),
-            ctx,
-            stop,
-        };
-        // A listener moved to another address: the old socket stops accepting.
-        if let Some(old) = self.sql.lock().insert(l.name.clone(), running) {
-            old.stop.cancel();
+        match p {
+            Prepared::Sql(l, ctx, socket) => {
+                // Counted from the start, so metrics show every listener.
+                self.shared.counters.listener(&l.name);
+                self.shared.control.set_addr(&l.name, addr);
+                tracing::info!(listener = %l.name, address = %addr, protocol = %l.protocol, "listening");
+                let ctx: SwappableCtx = Arc::new(arc_swap::ArcSwap::from_pointee(ctx));
+                self.accept.spawn(listener::serve(
+                    self.shared.clone(),
+                    socket,
+                    ctx.clone(),
+                    self.clients.clone(),
+                    stop.clone(),
+                ));
+                let running = Sql {
+                    cfg: l.clone(),
+                    ctx,
+                    stop,
+                };
+                if let Some(old) = self.sql.lock().insert(l.name.clone(), running) {
+                    old.stop.cancel();
+                }
+            }
+            Prepared::Hs(l, ctx, socket) => {
+                self.shared.control.set_addr(&l.name, addr);
+                tracing::info!(listener = %l.name, address = %addr, protocol = "handlersocket", "listening");
+                let kv = ctx.kv.clone();
+                self.accept.spawn(listener::serve_hs(
+                    self.shared.clone(),
+                    socket,
+                    ctx,
+                    self.clients.clone(),
+                    stop.clone(),
+                ));
+                let running = Hs {
+                    cfg: l.clone(),
+                    kv,
+                    stop,
+                };
+                if let Some(old) = self.hs.lock().insert(l.name.clone(), running) {
+                    old.stop.cancel();
+                }
+            }
         }
-        Ok(addr)
+        Some(addr)
+    }
+
+    /// Binds a SQL listener and starts accepting (at start).
+    pub async fn start_sql(&self, l: &Listener) -> Result<SocketAddr> {
+        let p = self.prepare_sql(l).await?;
+        self.start(p)
+            .with_context(|| format!("listener \"{}\": no local address", l.name))
     }
 
     /// The listener's settings as it runs now.
@@ -95,36 +151,44 @@ impl Running {
         self.hs.lock().keys().cloned().collect()
     }
 
-    /// New settings for a listener whose address stays: later clients get them (TLS
-    /// files are read again); those connected keep theirs.
-    pub fn renew_sql(&self, l: &Listener) -> Result<()> {
-        let ctx = listener::context(l, &self.mysql)?;
+    /// A HandlerSocket listener's key-value executor.
+    pub fn kv(&self, name: &str) -> Option<Arc<crate::kv::Kv>> {
+        self.hs.lock().get(name).map(|h| h.kv.clone())
+    }
+
+    /// A listener's new context, built (TLS files read) but not yet in use.
+    pub fn context(&self, l: &Listener) -> Result<ListenerCtx> {
+        listener::context(l, &self.mysql)
+    }
+
+    /// New settings for a listener whose address stays: later clients get them;
+    /// those connected keep theirs.
+    pub fn renew_sql(&self, l: &Listener, ctx: ListenerCtx) {
         if let Some(s) = self.sql.lock().get_mut(&l.name) {
             s.ctx.store(Arc::new(ctx));
             s.cfg = l.clone();
         }
-        Ok(())
     }
 
-    /// Stops accepting on a listener; its clients finish.
-    pub fn stop(&self, name: &str) {
+    /// Stops accepting on a SQL listener; its clients finish.
+    pub fn stop_sql(&self, name: &str) {
         if let Some(s) = self.sql.lock().remove(name) {
             s.stop.cancel();
+            self.shared.control.remove_addr(name);
         }
-        if let Some(h) = self.hs.lock().remove(name) {
-            h.stop.cancel();
-        }
-        self.shared.control.remove_addr(name);
     }
 
-    /// Binds a HandlerSocket listener and starts accepting; its key-value executor.
-    pub async fn start_hs(
-        &self,
-        config: &Config,
-        l: &HsListener,
-    ) -> Result<(SocketAddr, Arc<crate::kv::Kv>)> {
+    /// Stops accepting on a HandlerSocket listener; its clients finish.
+    pub fn stop_hs(&self, name: &str) {
+        if let Some(h) = self.hs.lock().remove(name) {
+            h.stop.cancel();
+            self.shared.control.remove_addr(name);
+        }
+    }
+
+    /// Prepares a HandlerSocket listener: its key-value executor, TLS, secret, socket.
+    pub async fn prepare_hs(&self, config: &Config, l: &HsListener) -> Result<Prepared> {
         let shared = &self.shared;
-        let kv = kv_for(shared, config, l)?;
         let tls = match (&l.tls_cert_file, &l.tls_key_file) {
             (Some(c), Some(k)) => Some(
                 crate::tls::acceptor(c, k)
@@ -138,30 +202,22 @@ impl Running {
                 .with_context(|| format!("handlersocket \"{}\": secret_file", l.name))?;
             cfg.secret = Some(secret);
         }
+        let socket = listener::bind_address(&l.name, &l.address, true).await?;
+        let kv = kv_for(shared, config, l)?;
         let ctx = Arc::new(crate::frontend::hs::HsCtx {
             tls,
-            kv: kv.clone(),
+            kv,
             cfg,
             clients: Default::default(),
         });
-        let socket = listener::bind_address(&l.name, &l.address, true).await?;
-        let addr = socket.local_addr()?;
-        shared.control.set_addr(&l.name, addr);
-        tracing::info!(listener = %l.name, address = %addr, protocol = "handlersocket", "listening");
-        let stop = CancellationToken::new();
-        self.accept.spawn(listener::serve_hs(
-            shared.clone(),
-            socket,
-            ctx,
-            self.clients.clone(),
-            stop.clone(),
-        ));
-        let running = Hs {
-            cfg: l.clone(),
-            stop,
-        };
-        self.hs.lock().insert(l.name.clone(), running);
-        Ok((addr, kv))
+        Ok(Prepared::Hs(l.clone(), ctx, socket))
+    }
+
+    /// Binds a HandlerSocket listener and starts accepting (at start).
+    pub async fn start_hs(&self, config: &Config, l: &HsListener) -> Result<SocketAddr> {
+        let p = self.prepare_hs(config, l).await?;
+        self.start(p)
+            .with_context(|| format!("handlersocket \"{}\": no local address", l.name))
     }
 }
 

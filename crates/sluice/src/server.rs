@@ -17,8 +17,6 @@ pub struct Handle {
     pub shared: Arc<Shared>,
     /// Bound address of each listener, by name.
     pub addrs: HashMap<String, SocketAddr>,
-    /// The key-value executor of each HandlerSocket listener, by name.
-    pub kv: HashMap<String, Arc<crate::kv::Kv>>,
     shutdown: watch::Sender<bool>,
     clients: TaskTracker,
     accept: TaskTracker,
@@ -59,11 +57,8 @@ pub async fn start(config: Config) -> Result<Handle> {
     for l in config.listeners.values() {
         addrs.insert(l.name.clone(), running.start_sql(l).await?);
     }
-    let mut kvs = HashMap::new();
     for l in config.handlersocket.values() {
-        let (addr, kv) = running.start_hs(&config, l).await?;
-        addrs.insert(l.name.clone(), addr);
-        kvs.insert(l.name.clone(), kv);
+        addrs.insert(l.name.clone(), running.start_hs(&config, l).await?);
     }
     start_admin(&shared, &config, &accept, &clients, &mut addrs).await?;
     let reaper = shared.clone();
@@ -82,7 +77,6 @@ pub async fn start(config: Config) -> Result<Handle> {
     Ok(Handle {
         shared,
         addrs,
-        kv: kvs,
         shutdown: tx,
         clients,
         accept,
@@ -90,9 +84,10 @@ pub async fn start(config: Config) -> Result<Handle> {
     })
 }
 
-/// The admin endpoints: HTTP (metrics, health, dashboard) and the MySQL console. An
-/// address another process holds (the Sluice this one replaces, draining) is bound as
-/// soon as it is free.
+/// The admin endpoints: HTTP (metrics, health, dashboard) and the MySQL console, with
+/// SO_REUSEPORT as the listeners (in a restart the new process answers `/ready` at
+/// once). An address a process holds without SO_REUSEPORT is bound as soon as it is
+/// free.
 async fn start_admin(
     shared: &Arc<Shared>,
     config: &Config,
@@ -106,18 +101,15 @@ async fn start_admin(
     ];
     for (name, address) in endpoints {
         let Some(address) = address else { continue };
-        let ctx = crate::frontend::mysql::admin::context(shared, config);
         let tasks = clients.clone();
         let for_serving = shared.clone();
         let serve = move |socket: tokio::net::TcpListener| async move {
-            match (name, ctx) {
-                ("admin_mysql", Some(ctx)) => {
-                    listener::serve_admin_mysql(for_serving, socket, ctx, tasks).await
-                }
+            match name {
+                "admin_mysql" => listener::serve_admin_mysql(for_serving, socket, tasks).await,
                 _ => crate::admin::http::serve(for_serving, socket).await,
             }
         };
-        match listener::bind_address(name, &address, false).await {
+        match listener::bind_address(name, &address, true).await {
             Ok(socket) => {
                 let at = socket.local_addr()?;
                 addrs.insert(name.to_string(), at);
@@ -140,7 +132,7 @@ async fn start_admin(
                             _ = tokio::time::sleep(Duration::from_millis(500)) => {}
                             _ = shutdown.wait_for(|s| *s) => return,
                         }
-                        if let Ok(socket) = listener::bind_address(name, &address, false).await {
+                        if let Ok(socket) = listener::bind_address(name, &address, true).await {
                             if let Ok(at) = socket.local_addr() {
                                 shared.control.set_addr(name, at);
                                 tracing::info!(listener = name, address = %at, "listening");
@@ -169,6 +161,11 @@ fn in_use(e: &anyhow::Error) -> bool {
 }
 
 impl Handle {
+    /// The key-value executor of a HandlerSocket listener (tests read its counters).
+    pub fn kv(&self, name: &str) -> Option<Arc<crate::kv::Kv>> {
+        self.running.kv(name)
+    }
+
     /// Makes `RELOAD` and SIGHUP read `file` again and apply it (see reload.rs).
     pub fn reload_from(&self, file: std::path::PathBuf) {
         let running = self.running.clone();

@@ -117,7 +117,7 @@ pub struct Shared {
     /// Every logged-in client (session/clients.rs).
     pub book: Arc<crate::session::clients::Book>,
     /// What the admin console asked of the process (admin/).
-    pub control: crate::admin::Control,
+    pub control: Arc<crate::control::Control>,
     pub shutdown: watch::Receiver<bool>,
     pub clients: AtomicUsize,
     next_pid: AtomicI32,

@@ -102,6 +102,8 @@ async fn metrics_health_and_the_dashboard_api() {
     );
     assert_eq!(sample(&s, "sluice_listener_logins_total", &tx), Some(1.0));
     assert_eq!(sample(&s, "sluice_listener_clients", &tx), Some(1.0));
+    assert!(sample(&s, "sluice_listener_received_bytes_total", &tx).is_some_and(|b| b > 60.0));
+    assert!(sample(&s, "sluice_listener_sent_bytes_total", &tx).is_some_and(|b| b > 60.0));
     assert_eq!(sample(&s, "sluice_clients", &[]), Some(1.0));
     assert_eq!(
         sample(&s, "sluice_listener_query_duration_seconds", &tx),
@@ -146,8 +148,14 @@ async fn metrics_health_and_the_dashboard_api() {
     assert!(v["histograms"]["tx"]["cumulative"].is_array());
     assert_eq!(get(http, "/nothing").0, 404);
 
-    // Draining a server is not a failure; a cluster without its primary is.
+    // A cluster whose every server is drained cannot serve; one without its primary
+    // cannot write.
     h.shared.topology.set_offline("pg", true);
+    assert_eq!(
+        get(http, "/health"),
+        (503, "cluster pg has no server up\n".to_string())
+    );
+    h.shared.topology.set_offline("pg", false);
     assert_eq!(get(http, "/health"), (200, "ok\n".to_string()));
     drop(pg);
     let mut health = get(http, "/health");
@@ -160,7 +168,7 @@ async fn metrics_health_and_the_dashboard_api() {
     }
     assert_eq!(
         health,
-        (503, "cluster watched has no primary\n".to_string())
+        (503, "cluster watched has no server up\n".to_string())
     );
     let s = scrape(http);
     assert_eq!(

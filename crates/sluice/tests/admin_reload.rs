@@ -158,7 +158,7 @@ async fn reload_applies_each_kind_of_change_without_an_error() {
     );
     std::fs::write(&file, text).unwrap();
     let said = reload().await.unwrap();
-    assert!(said.contains("listener more bound"), "{said}");
+    assert!(said.contains("listener more listening on"), "{said}");
     let more = h.shared.control.addr("more").expect("bound");
     let c = connect(more, APP_USER, "new-secret", "app")
         .await
@@ -202,6 +202,33 @@ async fn reload_applies_each_kind_of_change_without_an_error() {
     reload().await.unwrap();
     let after = served_cert(secure.port());
     assert_ne!(before, after, "the certificate was not read again");
+
+    // A pool policy changed: the running pool takes it.
+    let resized = text.replace(
+        "[pools.tx]\nmode = \"transaction\"\nsize = 4",
+        "[pools.tx]\nmode = \"transaction\"\nsize = 3",
+    );
+    assert_ne!(resized, text);
+    std::fs::write(&file, &resized).unwrap();
+    let said = reload().await.unwrap();
+    assert!(
+        said.contains("pools took their policy's new settings"),
+        "{said}"
+    );
+    let sizes: Vec<usize> = h
+        .shared
+        .pg
+        .pools
+        .all()
+        .iter()
+        .filter(|p| p.key.policy == "tx")
+        .map(|p| p.settings().size)
+        .collect();
+    assert!(
+        !sizes.is_empty() && sizes.iter().all(|s| *s == 3),
+        "{sizes:?}"
+    );
+    let text = resized;
 
     // Through the console: server b added before a, then a removed (drained).
     std::fs::write(

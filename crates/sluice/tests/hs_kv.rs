@@ -102,7 +102,7 @@ async fn many_connections_pipelining_lookups_and_writes() {
         .sql("SELECT COUNT(*), COUNT(DISTINCT id) FROM test.log")
         .unwrap();
     assert_eq!(log.trim(), "160\t160");
-    let stats = &h.kv["hs_read"].stats;
+    let stats = &h.kv("hs_read").unwrap().stats;
     let (grouped, requests) = (
         stats.grouped.load(Ordering::Relaxed),
         stats.requests.load(Ordering::Relaxed),
@@ -295,7 +295,12 @@ async fn an_exploding_in_list_is_refused() {
     let missing = "P\t2\ttest\tnope\tPRIMARY\tk".to_string();
     let got = ask(&mut c, &[missing.clone(), missing.clone(), missing]).await;
     assert_eq!(got, ["1\t1\topen_table"; 3]);
-    let reads = h.kv["hs_read"].stats.catalog_reads.load(Ordering::Relaxed);
+    let reads = h
+        .kv("hs_read")
+        .unwrap()
+        .stats
+        .catalog_reads
+        .load(Ordering::Relaxed);
     assert_eq!(reads, 2, "test.t once, test.nope once");
 }
 

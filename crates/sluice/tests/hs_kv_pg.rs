@@ -203,7 +203,7 @@ async fn postgres_grouped_lookups_survive_a_failure_in_their_round() {
     assert_eq!(ask(&mut c, &lookups(&[1, 2, 3])).await, rows(&[1, 2, 3]));
     let got = ask(&mut c, &lines).await;
     assert_eq!(got[0], "0\t2\tv7\t7");
-    let grouped = h.kv["w"].stats.grouped.load(Ordering::Relaxed);
+    let grouped = h.kv("w").unwrap().stats.grouped.load(Ordering::Relaxed);
     assert!(grouped >= 4 * 9 + 6, "only {grouped} lookups were grouped");
 }
 

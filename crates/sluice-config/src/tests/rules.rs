@@ -280,3 +280,22 @@ fn admin_defaults_and_checks() {
         assert!(errors.contains(want), "{want} not in {errors}");
     }
 }
+
+#[test]
+fn listener_names_are_unique_and_not_the_admin_endpoints() {
+    let base = super::BASE;
+    let text = format!(
+        "{base}\n[listeners.admin_http]\nprotocol = \"postgres\"\naddress = \"127.0.0.1:7000\"\ncluster = \"main\"\n\n[handlersocket.pg]\naddress = \"127.0.0.1:7001\"\ncluster = \"main\"\nuser = \"u\"\n"
+    );
+    let errors = crate::parse_with(&text, "x.toml", &super::no_files())
+        .expect_err("invalid")
+        .to_string();
+    assert!(
+        errors.contains("the name \"admin_http\" is the admin endpoint's"),
+        "{errors}"
+    );
+    assert!(
+        errors.contains("[listeners.pg] has this name already"),
+        "{errors}"
+    );
+}

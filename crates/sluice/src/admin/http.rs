@@ -115,10 +115,10 @@ pub fn health(shared: &Shared) -> Vec<String> {
     let mut clusters: Vec<_> = t.clusters.iter().collect();
     clusters.sort_by(|a, b| a.0.cmp(b.0));
     for (name, c) in clusters {
-        if c.discovers && c.primary().is_none() {
-            problems.push(format!("cluster {name} has no primary"));
-        } else if !c.servers.iter().any(|s| s.up) {
+        if !c.servers.iter().any(|s| s.usable()) {
             problems.push(format!("cluster {name} has no server up"));
+        } else if c.discovers && c.primary().is_none_or(|p| p.offline) {
+            problems.push(format!("cluster {name} has no primary"));
         }
     }
     problems

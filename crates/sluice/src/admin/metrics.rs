@@ -38,6 +38,24 @@ enum Value {
     Float(f64),
 }
 
+/// A label value as the text format wants it: backslash, double quote and newline
+/// escaped (a user or database name may hold any of them).
+fn escape(labels: Labels) -> Labels {
+    labels
+        .into_iter()
+        .map(|(k, v)| {
+            let v = if v.contains(['\\', '"', '\n']) {
+                v.replace('\\', "\\\\")
+                    .replace('"', "\\\"")
+                    .replace('\n', "\\n")
+            } else {
+                v
+            };
+            (k, v)
+        })
+        .collect()
+}
+
 /// One metric family: its rows of (labels, value).
 fn family(
     e: &mut DescriptorEncoder,
@@ -49,6 +67,7 @@ fn family(
         if labels.is_empty() {
             write(&mut m, &kind, v)?;
         } else {
+            let labels = escape(labels);
             let mut f = m.encode_family(&labels)?;
             write(&mut f, &kind, v)?;
         }
@@ -84,6 +103,7 @@ fn histogram(
             .collect();
         let last = h.cumulative[BUCKETS_US.len()] - h.cumulative[BUCKETS_US.len() - 1];
         buckets.push((f64::MAX, last));
+        let labels = escape(labels);
         let f = m.encode_family(&labels)?;
         let mut f = f;
         f.encode_histogram::<NoLabelSet>(h.sum_us as f64 / 1e6, h.count(), &buckets, None)?;
@@ -270,6 +290,18 @@ fn listeners(
         ("listener_rows", "Rows sent to clients", C),
         rows(&|c| n(&c.rows)),
     )?;
+    let bytes_in = rows(&|c| n(&c.bytes_in));
+    family(
+        e,
+        ("listener_received_bytes", "Bytes read from clients", C),
+        bytes_in,
+    )?;
+    let bytes_out = rows(&|c| n(&c.bytes_out));
+    family(
+        e,
+        ("listener_sent_bytes", "Bytes written to clients", C),
+        bytes_out,
+    )?;
     let clients = s.book.all();
     let per = config
         .listeners
@@ -305,7 +337,7 @@ fn pools(e: &mut DescriptorEncoder, s: &Shared) -> Result<(), Error> {
     let t = super::show::table(s, super::command::Show::Pools);
     let idx = |c: &str| t.columns.iter().position(|(n, _)| *n == c).unwrap_or(0);
     let labels = |r: &[super::Cell]| -> Labels {
-        ["pool", "protocol", "server", "database", "user"]
+        ["pool", "protocol", "server", "database", "user", "options"]
             .iter()
             .map(|k| (*k, r[idx(k)].text().unwrap_or_default()))
             .collect()
@@ -410,7 +442,7 @@ fn servers(
     clusters.sort_by(|a, b| a.0.cmp(b.0));
     for (cluster, view) in clusters {
         let ok = if view.discovers {
-            view.primary().is_some()
+            view.primary().is_some_and(|p| !p.offline)
         } else {
             view.servers.iter().any(|v| v.up && !v.offline)
         };

@@ -8,14 +8,12 @@
 //! (admin/http.rs) read the same tables. One command per file, under `show/` and here.
 
 pub mod command;
-pub mod control;
 pub mod http;
 mod metrics;
 mod show;
 pub mod table;
 
 pub use command::{COMMANDS, Command};
-pub use control::Control;
 pub use table::{Cell, Table, Type};
 
 use crate::shared::Shared;

@@ -271,7 +271,7 @@ impl<C: MuxConn> Muxes<C> {
     ) -> Result<(Arc<Mux>, Arc<Answer>), Refused> {
         // At most half the pool is shared, so clients that need a connection of their
         // own (transactions, pinned state) can have one.
-        let cap = pool.settings.shared.min(pool.settings.size / 2);
+        let cap = pool.settings().shared.min(pool.settings().size / 2);
         if cap == 0 || pool.starved(BUSY) {
             // Clients have waited a while for a connection of their own: the shared
             // ones drain and go back to the pool.
@@ -327,7 +327,7 @@ impl<C: MuxConn> Muxes<C> {
         fp: u64,
         mut lease: Lease<C>,
     ) -> Result<Arc<Mux>, Lease<C>> {
-        let cap = pool.settings.shared.min(pool.settings.size / 2);
+        let cap = pool.settings().shared.min(pool.settings().size / 2);
         let key = (Arc::as_ptr(pool) as usize, fp);
         let mut map = self.map.lock();
         let list = map.entry(key).or_default();
@@ -340,7 +340,7 @@ impl<C: MuxConn> Muxes<C> {
                 thread: lease.conn.thread(),
                 cancel_key: lease.conn.cancel_key().cloned(),
                 stmts: lease.conn.take_stmts(),
-                stmt_cap: pool.settings.statement_cache,
+                stmt_cap: pool.settings().statement_cache,
                 ..MuxState::default()
             }),
         });

@@ -53,6 +53,35 @@ pub struct Settings {
     pub schema_epoch: Arc<std::sync::atomic::AtomicU64>,
 }
 
+impl Settings {
+    /// The same settings (the schema epoch is the process's, not the policy's).
+    pub fn same_as(&self, o: &Settings) -> bool {
+        (
+            self.size,
+            self.min_idle,
+            self.wait_timeout,
+            self.idle_timeout,
+            self.lifetime,
+        ) == (
+            o.size,
+            o.min_idle,
+            o.wait_timeout,
+            o.idle_timeout,
+            o.lifetime,
+        ) && (
+            self.statement_cache,
+            &self.reset_query,
+            self.shared,
+            self.session_timeouts,
+        ) == (
+            o.statement_cache,
+            &o.reset_query,
+            o.shared,
+            o.session_timeouts,
+        )
+    }
+}
+
 /// A failed login: either the server's own ErrorResponse (relayed to the client as is,
 /// e.g. 3D000 for an unknown database) or a failure of Sluice's.
 #[derive(Debug)]
@@ -136,7 +165,8 @@ struct State<C> {
 pub struct Pool<C: PoolConn> {
     pub name: String,
     pub key: PoolKey,
-    pub settings: Settings,
+    /// Its policy's settings; a reload may replace them (new leases follow them).
+    settings: arc_swap::ArcSwap<Settings>,
     state: Mutex<State<C>>,
     opener: Mutex<Option<Arc<C::Opener>>>,
     pub leases: AtomicU64,
@@ -224,7 +254,7 @@ impl<C: PoolConn> Lease<C> {
     /// Resets the connection with the pool's reset query and gives it back; closes it if
     /// the reset fails or takes too long.
     pub async fn reset_and_put_back(mut self) {
-        let q = self.slot.pool.settings.reset_query.clone();
+        let q = self.slot.pool.settings().reset_query.clone();
         let limit = std::time::Duration::from_secs(10);
         match tokio::time::timeout(limit, self.conn.reset(&q)).await {
             Ok(Ok(())) => self.put_back(),
@@ -249,7 +279,7 @@ impl<C: PoolConn> Pool<C> {
         Arc::new(Pool {
             name,
             key,
-            settings,
+            settings: arc_swap::ArcSwap::from_pointee(settings),
             state: Mutex::new(State {
                 idle: Vec::new(),
                 total: 0,
@@ -324,7 +354,7 @@ impl<C: PoolConn> Pool<C> {
     /// now, with no error to tell), while the copies prepared before stay where they are
     /// for the clients holding them, as directly.
     pub fn current_statement(&self, mut hash: u128) -> u128 {
-        let epoch = self.settings.schema_epoch.load(Ordering::Acquire);
+        let epoch = self.settings().schema_epoch.load(Ordering::Acquire);
         if epoch > 0 {
             let mut b = [0u8; 24];
             b[..16].copy_from_slice(&hash.to_le_bytes());
@@ -348,6 +378,27 @@ impl<C: PoolConn> Pool<C> {
         (self.name.clone(), c(&self.leases), c(&self.waits), slow)
     }
 
+    /// The pool's settings now.
+    pub fn settings(&self) -> arc_swap::Guard<Arc<Settings>> {
+        self.settings.load()
+    }
+
+    /// New settings (a reload changed the pool's policy): later leases follow them; a
+    /// smaller size closes connections as they come back, a larger one lets waiters
+    /// open connections at once.
+    pub fn set_settings(&self, settings: Settings) {
+        self.settings.store(Arc::new(settings));
+        let can_open = self.can_open();
+        let mut st = self.state.lock();
+        while can_open && st.total < self.settings().size && !st.waiters.is_empty() {
+            st.total += 1;
+            if wait::hand_over(&mut st, wait::Grant::Slot).is_some() {
+                st.total -= 1;
+                break;
+            }
+        }
+    }
+
     /// Clients waiting for a connection right now.
     pub fn waiting(&self) -> usize {
         self.waiting.load(Ordering::Relaxed)
@@ -364,7 +415,7 @@ impl<C: PoolConn> Pool<C> {
     }
 
     fn usable(&self, c: &C, now: Instant) -> bool {
-        let s = &self.settings;
+        let s = self.settings();
         !(s.lifetime > Duration::ZERO && now.duration_since(c.stamps().created) > s.lifetime
             || s.idle_timeout > Duration::ZERO
                 && now.duration_since(c.stamps().last_used) > s.idle_timeout)
@@ -375,7 +426,7 @@ impl<C: PoolConn> Pool<C> {
         conn.stamps_mut().last_used = now;
         let close = {
             let mut st = self.state.lock();
-            if st.total > self.settings.size || !self.usable(&conn, now) || !conn.is_idle() {
+            if st.total > self.settings().size || !self.usable(&conn, now) || !conn.is_idle() {
                 Some(conn)
             } else {
                 // The longest waiter gets it; with nobody waiting it goes idle.

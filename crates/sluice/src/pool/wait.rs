@@ -61,7 +61,7 @@ impl<C: PoolConn> Pool<C> {
         let can_open = self.can_open();
         let mut st = self.state.lock();
         st.total -= 1;
-        if can_open && st.total < self.settings.size && !st.waiters.is_empty() {
+        if can_open && st.total < self.settings().size && !st.waiters.is_empty() {
             st.total += 1;
             if hand_over(&mut st, Grant::Slot).is_some() {
                 st.total -= 1;
@@ -92,14 +92,14 @@ impl<C: PoolConn> Pool<C> {
     /// Takes an idle connection, opens one if there is room, or queues up to the wait
     /// timeout.
     pub(super) async fn lease_slow(self: &Arc<Self>) -> Result<Lease<C>, LoginError> {
-        let deadline = tokio::time::Instant::now() + self.settings.wait_timeout;
+        let deadline = tokio::time::Instant::now() + self.settings().wait_timeout;
         let can_open = self.can_open();
         let (got, expired, queued) = {
             let mut st = self.state.lock();
             let (got, expired) = self.take_idle_unless_waited(&mut st);
             if got.is_some() {
                 (got, expired, None)
-            } else if can_open && st.total < self.settings.size {
+            } else if can_open && st.total < self.settings().size {
                 st.total += 1;
                 (None, expired, None)
             } else {
@@ -145,7 +145,9 @@ impl<C: PoolConn> Pool<C> {
                 Side::Internal,
                 format!(
                     "no server connection available in pool \"{}\" within {:?} (all {} in use)",
-                    self.name, self.settings.wait_timeout, self.settings.size
+                    self.name,
+                    self.settings().wait_timeout,
+                    self.settings().size
                 ),
             ))),
         }

@@ -113,7 +113,7 @@ impl<C: PoolConn> Core<C> {
     ) -> Core<C> {
         Core {
             client: seat.client,
-            io: Pump::new(&shared, client, cbuf),
+            io: Pump::new(&shared, client, cbuf, &seat.cfg.name),
             shared,
             mode: seat.mode,
             cfg: seat.cfg,
@@ -433,10 +433,12 @@ pub async fn route<R: Relay>(
     // wait in the client's queue).
     let between = (r.between_requests() || r.deferred.is_some()) && r.muxed.is_none();
     if r.tx_mode() && r.lease.is_none() && between {
-        if r.shared.control.is_paused(&r.cfg.cluster) {
-            // PAUSE: the transaction waits for RESUME.
-            let shutdown = r.shared.shutdown.clone();
-            r.shared.control.hold(&r.cfg.cluster, &shutdown).await;
+        let cluster = r
+            .target
+            .as_ref()
+            .map_or(r.cfg.cluster.as_str(), |t| &t.cluster);
+        if r.shared.control.is_paused(cluster) {
+            paused(r).await?;
         }
         let class = if r.cfg.route.kind == sluice_config::RouteKind::Split {
             match (&r.deferred, r.judging.as_deref()) {
@@ -476,6 +478,34 @@ pub async fn route<R: Relay>(
         }
     }
     Ok(None)
+}
+
+/// PAUSE holds the cluster the transaction is about to run on: it waits for RESUME
+/// (or shutdown); a client that leaves meanwhile (or is killed) ends its session.
+async fn paused<R: Relay>(r: &mut R) -> Result<(), End> {
+    let cluster: String = r
+        .target
+        .as_ref()
+        .map_or(r.cfg.cluster.as_str(), |t| &t.cluster)
+        .to_owned();
+    let (shared, shutdown) = (r.shared.clone(), r.shared.shutdown.clone());
+    let hold = shared.control.hold(&cluster, &shutdown);
+    tokio::pin!(hold);
+    // Watched until the client sends something (a pipelined request waits its turn).
+    let mut watch = true;
+    loop {
+        let tcp = r.io.client.tcp();
+        tokio::select! {
+            _ = &mut hold => return Ok(()),
+            ready = tcp.readable(), if watch => {
+                let mut byte = [0u8; 1];
+                match (ready, tcp.peek(&mut byte).await) {
+                    (Ok(()), Ok(n)) if n > 0 => watch = false,
+                    _ => return Err(End::ClientLeft),
+                }
+            }
+        }
+    }
 }
 
 /// Asks the session's route again (session/reroute.rs) and moves it to the pool it
@@ -519,7 +549,7 @@ pub async fn lease<R: Relay>(r: &mut R) -> Result<Lease<R::Conn>, LoginError> {
     if r.cfg.route.kind != sluice_config::RouteKind::ReadWrite {
         r.route.avoid(&server);
     }
-    let deadline = tokio::time::Instant::now() + pool.settings.wait_timeout;
+    let deadline = tokio::time::Instant::now() + pool.settings().wait_timeout;
     let mut routes = r.shared.topology.snapshot().routes;
     let mut last = first;
     loop {

@@ -237,6 +237,33 @@ pub fn lookup_pool<'c, C: PoolConn>(
     Some((pool_on(pools, key, name, settings, target), auth_user))
 }
 
+/// After a reload that changed pool policies or users: each running pool takes the
+/// settings its policy now gives (its user's `pool_size` for a configured server
+/// user). Returns how many pools changed.
+pub fn refresh_settings<C: PoolConn>(
+    shared: &Shared,
+    pools: &Pools<C>,
+    config: &Config,
+    default_reset: &str,
+) -> usize {
+    let mut changed = 0;
+    for p in pools.all() {
+        let Some(pool_cfg) = config.pools.get(&p.key.policy) else {
+            continue;
+        };
+        let user_cfg = config
+            .users
+            .values()
+            .find(|u| u.server_user() == p.key.user);
+        let next = settings(shared, pool_cfg, user_cfg, default_reset);
+        if !next.same_as(&p.settings()) {
+            p.set_settings(next);
+            changed += 1;
+        }
+    }
+    changed
+}
+
 /// A pool's settings under the policy `pool_cfg` for `user_cfg`.
 fn settings(
     shared: &Shared,

@@ -44,6 +44,8 @@ pub struct Pump {
     /// timeouts configured ever have a timer.
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
     deadline: Option<tokio::time::Instant>,
+    /// The listener's counters: bytes from and to the client are counted here.
+    counters: Arc<crate::stats::counters::ListenerCounters>,
 }
 
 /// Gives an empty buffer's memory back: a client waiting for its next statement (or
@@ -56,7 +58,12 @@ fn release(buf: &mut BytesMut) {
 }
 
 impl Pump {
-    pub fn new(shared: &Arc<crate::shared::Shared>, client: Stream, cbuf: BytesMut) -> Pump {
+    pub fn new(
+        shared: &Arc<crate::shared::Shared>,
+        client: Stream,
+        cbuf: BytesMut,
+        listener: &str,
+    ) -> Pump {
         let mut rx = shared.shutdown.clone();
         Pump {
             client,
@@ -72,6 +79,7 @@ impl Pump {
             }),
             timer: None,
             deadline: None,
+            counters: shared.counters.listener(listener),
         }
     }
 
@@ -125,6 +133,7 @@ impl Pump {
             match Pin::new(&mut self.client).poll_write(cx, &self.to_client) {
                 Poll::Ready(Ok(n)) => {
                     self.to_client.advance(n);
+                    self.counters.sent(n);
                     self.flush_client = self.client.is_tls();
                     return Poll::Ready(Event::Wrote);
                 }
@@ -144,6 +153,9 @@ impl Pump {
             && !self.pause_client
             && let Poll::Ready(r) = self.client.poll_read_grow(cx, &mut self.cbuf, READ_CHUNK)
         {
+            if let Ok(n) = r {
+                self.counters.received(n);
+            }
             return Poll::Ready(Event::ClientRead(r));
         }
         if !self.shutting_down && self.shutdown_wait.as_mut().poll(cx).is_ready() {
@@ -221,6 +233,7 @@ impl Pump {
             return;
         }
         let out = std::mem::take(&mut self.to_client);
+        self.counters.sent(out.len());
         let _ = tokio::time::timeout(
             std::time::Duration::from_secs(5),
             crate::stream::write_all_flush(&mut self.client, &out),

@@ -395,7 +395,7 @@ pub fn pool_on_server<C: PoolConn>(
         pools,
         key,
         pool.name.clone(),
-        pool.settings.clone(),
+        (**pool.settings()).clone(),
         &target,
     );
     if next.opener().is_none_or(|o| newer(&opener, &o)) {

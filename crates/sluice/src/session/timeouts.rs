@@ -51,7 +51,7 @@ pub struct Timeouts {
 impl Timeouts {
     /// The timeouts of a pool's policy (`Settings::session_timeouts`).
     pub fn of<C: crate::pool::PoolConn>(pool: &crate::pool::Pool<C>) -> Timeouts {
-        let [idle_transaction, query, client_idle] = pool.settings.session_timeouts;
+        let [idle_transaction, query, client_idle] = pool.settings().session_timeouts;
         Timeouts {
             idle_transaction,
             query,

@@ -103,9 +103,20 @@ pub struct ListenerCounters {
     /// Rows sent to clients.
     pub rows: AtomicU64,
     pub latency: Histogram,
+    /// Bytes read from and written to clients (every session, digests or not).
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
 }
 
 impl ListenerCounters {
+    pub fn received(&self, n: usize) {
+        self.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    pub fn sent(&self, n: usize) {
+        self.bytes_out.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
     pub fn record(&self, took: Duration, outcome: &super::Outcome) {
         self.queries.fetch_add(1, Ordering::Relaxed);
         if outcome.error {

@@ -12,6 +12,7 @@ pub const COLUMNS: &[(&str, Type)] = &[
     ("server", Type::Text),
     ("database", Type::Text),
     ("user", Type::Text),
+    ("options", Type::Text),
     ("size", Type::Int),
     ("in_use", Type::Int),
     ("idle", Type::Int),
@@ -34,6 +35,14 @@ pub fn table(shared: &Shared) -> Table {
     t
 }
 
+/// What else separates pools of one server, database and user: startup parameters
+/// that shape connections, a MySQL client's capabilities and character set, or a
+/// pool of its own for `auth_query` lookups.
+fn options(extra: &[(String, String)]) -> String {
+    let parts: Vec<String> = extra.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    parts.join(",")
+}
+
 fn row<C: PoolConn>(t: &mut Table, protocol: &str, p: &Pool<C>) {
     let (total, idle) = p.counts();
     let c = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
@@ -43,7 +52,8 @@ fn row<C: PoolConn>(t: &mut Table, protocol: &str, p: &Pool<C>) {
         p.key.server.as_str().into(),
         p.key.database.as_str().into(),
         p.key.user.as_str().into(),
-        p.settings.size.into(),
+        options(&p.key.extra).into(),
+        p.settings().size.into(),
         total.saturating_sub(idle).into(),
         idle.into(),
         p.waiting().into(),

@@ -21,10 +21,12 @@ use sluice_wire_mysql::handshake::HandshakeV10;
 use sluice_wire_mysql::{auth as scramble, consts, packet, resp};
 use std::sync::Arc;
 
-/// The console's listener: its own name and address, and for pass-through
-/// superusers the first MySQL listener's cluster. None when the console is off.
-pub fn context(shared: &Arc<Shared>, config: &Config) -> Option<Arc<ListenerCtx>> {
-    let address = config.admin.mysql_address.clone()?;
+/// The console's listener as the configuration now says (made for each connection,
+/// so a reload that adds `[admin] users` closes the superuser way in at once): its
+/// name and address, and for pass-through superusers the first MySQL listener's
+/// cluster.
+pub fn context(config: &Config) -> Arc<ListenerCtx> {
+    let address = config.admin.mysql_address.clone().unwrap_or_default();
     let mysql_cluster = config
         .listeners
         .values()
@@ -50,22 +52,31 @@ pub fn context(shared: &Arc<Shared>, config: &Config) -> Option<Arc<ListenerCtx>
         tls_key_file: None,
         firewall: None,
     };
-    let _ = shared;
-    Some(Arc::new(ListenerCtx {
+    Arc::new(ListenerCtx {
         cfg: Arc::new(cfg),
         tls: None,
         clients: Default::default(),
         mysql: Default::default(),
-    }))
+    })
 }
 
 /// One console connection: login, then commands until the client leaves.
-pub async fn serve(shared: Arc<Shared>, ctx: Arc<ListenerCtx>, tcp: tokio::net::TcpStream) {
-    let c = Client {
+pub async fn serve(
+    shared: Arc<Shared>,
+    tcp: tokio::net::TcpStream,
+    console: Option<crate::control::ConsoleSlot>,
+) {
+    let ctx = context(&shared.config.load());
+    let mut c = Client {
         stream: Stream::Plain(tcp),
         buf: BytesMut::new(),
         caps: consts::CLIENT_PROTOCOL_41,
         compress: None,
+    };
+    let Some(_console) = console else {
+        c.fatal_code(0, 1040, "08004", "Too many admin console connections")
+            .await;
+        return;
     };
     let limit = shared.config.load().general.client_login_timeout;
     let Ok(Some((c, admitted))) = tokio::time::timeout(limit, login(&shared, &ctx, c)).await else {
@@ -97,7 +108,7 @@ async fn login(shared: &Arc<Shared>, ctx: &Arc<ListenerCtx>, c: Client) -> Optio
             .stream
             .tcp()
             .peer_addr()
-            .is_ok_and(|a| a.ip().is_loopback());
+            .is_ok_and(|a| a.ip().to_canonical().is_loopback());
         if !loopback || ctx.cfg.cluster.is_empty() {
             let why = if loopback {
                 "no [admin] users are configured and no MySQL cluster can check a superuser"
@@ -118,10 +129,11 @@ async fn login(shared: &Arc<Shared>, ctx: &Arc<ListenerCtx>, c: Client) -> Optio
         let (c, mut conn, user, ..) =
             super::passthrough::authenticate(shared, ctx, c, &config, &target, max).await?;
         let grants = conn.status_rows(b"SHOW GRANTS").await.unwrap_or_default();
-        let superuser = grants.iter().flatten().flatten().any(|g| {
-            let g = String::from_utf8_lossy(g).to_ascii_uppercase();
-            g.contains(" ON *.*") && (g.contains("ALL PRIVILEGES") || g.contains("SUPER"))
-        });
+        let superuser = grants
+            .iter()
+            .flatten()
+            .flatten()
+            .any(|g| superuser_grant(&String::from_utf8_lossy(g)));
         drop(conn);
         if superuser {
             tracing::info!(%user, "admin console opened (MySQL)");
@@ -175,6 +187,25 @@ async fn login(shared: &Arc<Shared>, ctx: &Arc<ListenerCtx>, c: Client) -> Optio
     send(&mut c.stream, seq, &ok).await.ok()?;
     tracing::info!(%user, "admin console opened (MySQL)");
     Some((c.start_compression(), true))
+}
+
+/// Whether a line of `SHOW GRANTS` makes a superuser: `GRANT <privileges> ON *.* TO
+/// ...` with ALL PRIVILEGES or SUPER among the privileges (only the part before ON is
+/// read: a user or host name says nothing).
+fn superuser_grant(line: &str) -> bool {
+    let up = line.trim().to_ascii_uppercase();
+    let Some(rest) = up.strip_prefix("GRANT ") else {
+        return false;
+    };
+    let Some((privileges, after)) = rest.split_once(" ON ") else {
+        return false;
+    };
+    let target = after.split(" TO ").next().unwrap_or_default().trim();
+    target == "*.*"
+        && privileges
+            .split(',')
+            .map(str::trim)
+            .any(|p| p == "ALL PRIVILEGES" || p == "ALL" || p == "SUPER")
 }
 
 /// A table as a text result set.
@@ -286,5 +317,26 @@ async fn commands(shared: Arc<Shared>, mut c: Client, admitted: bool) {
         if write_all_flush(&mut c.stream, &out).await.is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn superuser_grants() {
+        use super::superuser_grant as su;
+        assert!(su(
+            "GRANT ALL PRIVILEGES ON *.* TO `root`@`localhost` WITH GRANT OPTION"
+        ));
+        assert!(su("GRANT SELECT, SUPER ON *.* TO `ops`@`%`"));
+        assert!(!su(
+            "GRANT USAGE ON *.* TO `superset`@`%` IDENTIFIED BY PASSWORD '*AB'"
+        ));
+        assert!(!su("GRANT USAGE ON *.* TO 'x'@'supernode'"));
+        assert!(!su("GRANT ALL PRIVILEGES ON `test`.* TO `app`@`%`"));
+        assert!(!su("GRANT `admin_role` TO `bob`@`%`"));
+        assert!(!su(
+            "GRANT PROXY ON ''@'%' TO 'root'@'localhost' WITH GRANT OPTION"
+        ));
     }
 }

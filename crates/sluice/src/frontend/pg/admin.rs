@@ -62,14 +62,19 @@ pub async fn login(
         }
         encode::auth_ok(&mut out);
     } else if ctx.cfg.logs_in_itself() {
-        c.fatal(&refused(&user, "not one of [admin] users")).await;
+        // The same exchange as a wrong password: who the admins are stays unsaid.
+        let e = match auth::check(c, AuthMethod::Passthrough, &user, None, max).await {
+            Err(e) => e,
+            Ok(()) => refused(&user, "not one of [admin] users"),
+        };
+        c.fatal(&e).await;
         return false;
     } else {
         let loopback = c
             .stream
             .tcp()
             .peer_addr()
-            .is_ok_and(|a| a.ip().is_loopback());
+            .is_ok_and(|a| a.ip().to_canonical().is_loopback());
         if !loopback {
             let why = "server superusers may open it from a loopback address only";
             c.fatal(&refused(&user, why)).await;

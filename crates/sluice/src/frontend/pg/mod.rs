@@ -96,6 +96,15 @@ async fn admit(
                 // The console: not under the client cap (an operator must get in when
                 // clients have taken every slot), and not a session.
                 drop(slot);
+                let Some(_console) = shared.control.console_slot() else {
+                    let e = Error::new(
+                        crate::error::Kind::PoolTimeout,
+                        crate::error::Side::Client,
+                        "too many admin console connections",
+                    );
+                    client.fatal(&e).await;
+                    return None;
+                };
                 let login = admin::login(&shared, &ctx, &mut client, &params);
                 if let Ok(true) = tokio::time::timeout_at(deadline, login).await {
                     admin::serve(shared, client).await;

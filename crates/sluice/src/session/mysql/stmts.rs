@@ -92,7 +92,7 @@ impl Relay {
         };
         let Some(sid) = lease.conn.stmts.get(h) else {
             // Prepare it here first; this command waits for the answer.
-            let cap = lease.pool().settings.statement_cache;
+            let cap = lease.pool().settings().statement_cache;
             if let Some((_, old)) = lease.conn.stmts.make_room(cap) {
                 self.core.io.to_server.extend_from_slice(&close_packet(old));
             }
@@ -194,7 +194,7 @@ impl Relay {
             return;
         };
         if let Some(l) = self.core.lease.as_mut() {
-            let cap = l.pool().settings.statement_cache;
+            let cap = l.pool().settings().statement_cache;
             if let Some((_, old)) = l.conn.stmts.make_room(cap) {
                 self.core.io.to_server.extend_from_slice(&close_packet(old));
             }

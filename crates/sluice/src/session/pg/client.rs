@@ -359,7 +359,7 @@ impl Relay {
         let Some(lease) = self.core.lease.as_mut() else {
             return;
         };
-        let cap = lease.pool().settings.statement_cache;
+        let cap = lease.pool().settings().statement_cache;
         let evicted = lease.prepared.insert(stmt.hash, cap, self.batch);
         encode::target(&mut self.core.io.to_server, fe::CLOSE, b'S', &stmt.global);
         let t = self.token();

@@ -1,4 +1,4 @@
-//! What the admin console asks of the running process and the flow obeys: clusters
+//! What the admin console (admin/) asks of the running process and the flow obeys: clusters
 //! paused (new transactions and logins wait; those running finish), a shutdown
 //! requested, a reload (a hook the server installs), and the addresses bound.
 
@@ -14,13 +14,27 @@ use tokio::sync::{Notify, watch};
 pub type ReloadFn =
     Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<String, String>> + Send>> + Send + Sync>;
 
+/// Admin console connections at once.
+pub const MAX_CONSOLES: usize = 16;
+
+/// An admin console connection's place (see [`Control::console_slot`]).
+pub struct ConsoleSlot(Arc<Control>);
+
+impl Drop for ConsoleSlot {
+    fn drop(&mut self) {
+        self.0.consoles.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 pub struct Control {
-    /// Paused clusters (`PAUSE name`).
-    paused: RwLock<HashSet<String>>,
-    /// `PAUSE` with no name: every cluster.
-    all_paused: AtomicBool,
-    /// Anything paused (the per-transaction check is one load).
+    /// Paused clusters (`PAUSE name`), and whether `PAUSE` with no name paused every
+    /// cluster.
+    paused: Mutex<(HashSet<String>, bool)>,
+    /// Anything paused (the per-transaction check is one load); written under the
+    /// lock above.
     any: AtomicBool,
+    /// Admin console connections open now (see [`Control::console_slot`]).
+    consoles: std::sync::atomic::AtomicUsize,
     resumed: Notify,
     /// `SHUTDOWN` (false) or `SHUTDOWN WAIT` (true), once asked.
     shutdown: watch::Sender<Option<bool>>,
@@ -35,8 +49,8 @@ impl Default for Control {
     fn default() -> Self {
         Control {
             paused: Default::default(),
-            all_paused: AtomicBool::new(false),
             any: AtomicBool::new(false),
+            consoles: Default::default(),
             resumed: Notify::new(),
             shutdown: watch::channel(None).0,
             reload: Mutex::new(None),
@@ -48,14 +62,18 @@ impl Default for Control {
 
 impl Control {
     pub fn is_paused(&self, cluster: &str) -> bool {
-        self.any.load(Ordering::Relaxed)
-            && (self.all_paused.load(Ordering::Relaxed) || self.paused.read().contains(cluster))
+        if !self.any.load(Ordering::Relaxed) {
+            return false;
+        }
+        let p = self.paused.lock();
+        p.1 || p.0.contains(cluster)
     }
 
     /// Every paused cluster ("*" for all).
     pub fn paused(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.paused.read().iter().cloned().collect();
-        if self.all_paused.load(Ordering::Relaxed) {
+        let p = self.paused.lock();
+        let mut v: Vec<String> = p.0.iter().cloned().collect();
+        if p.1 {
             v.push("*".into());
         }
         v.sort();
@@ -63,10 +81,11 @@ impl Control {
     }
 
     pub fn pause(&self, cluster: Option<&str>) {
+        let mut p = self.paused.lock();
         match cluster {
-            None => self.all_paused.store(true, Ordering::SeqCst),
+            None => p.1 = true,
             Some(c) => {
-                self.paused.write().insert(c.to_owned());
+                p.0.insert(c.to_owned());
             }
         }
         self.any.store(true, Ordering::SeqCst);
@@ -74,18 +93,28 @@ impl Control {
 
     /// Resumes one cluster, or with `None` everything paused.
     pub fn resume(&self, cluster: Option<&str>) {
+        let mut p = self.paused.lock();
         match cluster {
-            None => {
-                self.all_paused.store(false, Ordering::SeqCst);
-                self.paused.write().clear();
-            }
+            None => *p = Default::default(),
             Some(c) => {
-                self.paused.write().remove(c);
+                p.0.remove(c);
             }
         }
-        let any = self.all_paused.load(Ordering::SeqCst) || !self.paused.read().is_empty();
-        self.any.store(any, Ordering::SeqCst);
+        self.any.store(p.1 || !p.0.is_empty(), Ordering::SeqCst);
+        drop(p);
         self.resumed.notify_waiters();
+    }
+
+    /// A place for an admin console connection, at most [`MAX_CONSOLES`] at once:
+    /// consoles are not under the client cap (an operator must get in when clients
+    /// took every slot), so they have a small cap of their own, taken before the login.
+    pub fn console_slot(self: &Arc<Self>) -> Option<ConsoleSlot> {
+        let n = self.consoles.fetch_add(1, Ordering::AcqRel);
+        if n >= MAX_CONSOLES {
+            self.consoles.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(ConsoleSlot(self.clone()))
     }
 
     /// Waits while `cluster` is paused (or until shutdown begins).
