@@ -3,6 +3,7 @@
 
 mod common;
 use common::my::*;
+use common::run_text;
 use mysql_async::prelude::Queryable;
 use std::process::Command;
 
@@ -16,25 +17,19 @@ fn admin_users() -> String {
 
 /// The mariadb client in table mode: (success, stdout + stderr).
 fn cli(port: u16, user: &str, pw: &str, sql: &str) -> (bool, String) {
-    let out = Command::new("mariadb")
-        .args(["--no-defaults", "--skip-ssl", "--table", "-h", "127.0.0.1"])
-        .args([
-            "-P",
-            &port.to_string(),
-            "-u",
-            user,
-            &format!("-p{pw}"),
-            "-e",
-            sql,
-        ])
-        .output()
-        .expect("run mariadb");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    run_text(
+        Command::new("mariadb")
+            .args(["--no-defaults", "--skip-ssl", "--table", "-h", "127.0.0.1"])
+            .args([
+                "-P",
+                &port.to_string(),
+                "-u",
+                user,
+                &format!("-p{pw}"),
+                "-e",
+                sql,
+            ]),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -129,7 +124,22 @@ async fn every_command_over_the_mariadb_client_and_a_driver() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("1105"), "{e}");
+    // PAUSE and RESUME, as the listeners table shows them.
+    let paused = |rows: Vec<mysql_async::Row>| {
+        rows.iter()
+            .find(|r| r.get::<String, _>("listener").as_deref() == Some("tx"))
+            .and_then(|r| r.get::<String, _>("paused"))
+    };
+    admin.query_drop("PAUSE my").await.unwrap();
+    let rows: Vec<mysql_async::Row> = admin.query("SHOW LISTENERS").await.unwrap();
+    assert_eq!(paused(rows).as_deref(), Some("yes"));
+    admin.query_drop("RESUME my").await.unwrap();
+    let rows: Vec<mysql_async::Row> = admin.query("SHOW LISTENERS").await.unwrap();
+    assert_eq!(paused(rows).as_deref(), Some("no"));
     admin.ping().await.unwrap();
+    // SHUTDOWN (at once) reaches whoever runs the process.
+    admin.query_drop("SHUTDOWN").await.unwrap();
+    assert!(!h.shared.control.shutdown_requested().await);
     admin.disconnect().await.unwrap();
 }
 

@@ -26,28 +26,22 @@ mysql_address = ""
 
 /// psql in unaligned mode: (success, stdout + stderr).
 fn psql(port: u16, user: &str, pw: &str, db: &str, sql: &str) -> (bool, String) {
-    let out = Command::new("psql")
-        .args([
-            "-X",
-            "-A",
-            "-F",
-            "|",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-        ])
-        .args(["-U", user, "-d", db, "-c", sql])
-        .env("PGPASSWORD", pw)
-        .env("PGCONNECT_TIMEOUT", "10")
-        .output()
-        .expect("run psql");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    run_text(
+        Command::new("psql")
+            .args([
+                "-X",
+                "-A",
+                "-F",
+                "|",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
+            .args(["-U", user, "-d", db, "-c", sql])
+            .env("PGPASSWORD", pw)
+            .env("PGCONNECT_TIMEOUT", "10"),
+    )
 }
 
 /// An error's message as the server gave it.

@@ -7,32 +7,26 @@ use std::process::Command;
 use std::time::Duration;
 
 fn psql(port: u16, sslmode: &str, sql: &str) -> (bool, String) {
-    let out = Command::new("psql")
-        .args([
-            "-X",
-            "-A",
-            "-t",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-U",
-            APP_USER,
-            "-d",
-            "app",
-            "-c",
-            sql,
-        ])
-        .env("PGPASSWORD", APP_PW)
-        .env("PGSSLMODE", sslmode)
-        .output()
-        .expect("run psql");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    run_text(
+        Command::new("psql")
+            .args([
+                "-X",
+                "-A",
+                "-t",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "-U",
+                APP_USER,
+                "-d",
+                "app",
+                "-c",
+                sql,
+            ])
+            .env("PGPASSWORD", APP_PW)
+            .env("PGSSLMODE", sslmode),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -127,3 +127,36 @@ mysql_address = ""
         "{failures} of {tries} connections were turned away"
     );
 }
+
+#[test]
+fn sighup_reads_the_file_again() {
+    let (port, added) = (free_port(), free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sluice.toml");
+    let listener = |name: &str, port: u16| {
+        format!(
+            "\n[listeners.{name}]\nprotocol = \"postgres\"\naddress = \"127.0.0.1:{port}\"\ncluster = \"pg\"\nauth = \"passthrough\"\n"
+        )
+    };
+    let base = "[servers.pg]\nprotocol = \"postgres\"\nhost = \"127.0.0.1\"\nport = 1\n\n[clusters.pg]\nservers = [\"pg\"]\n\n[admin]\nhttp_address = \"\"\nmysql_address = \"\"\n";
+    std::fs::write(&config, format!("{base}{}", listener("pg", port))).unwrap();
+    let mut sluice = start(&config);
+    wait_until("Sluice listens", || answered(port));
+    assert!(!answered(added));
+    // A bad file: nothing changes, Sluice goes on.
+    std::fs::write(&config, "[general]\nshutdown_timeout = \"soon\"\n").unwrap();
+    // SAFETY: signalling a child process this test started.
+    unsafe { libc::kill(sluice.id() as i32, libc::SIGHUP) };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(answered(port) && sluice.try_wait().unwrap().is_none());
+    // A listener added.
+    let text = format!("{base}{}{}", listener("pg", port), listener("more", added));
+    std::fs::write(&config, text).unwrap();
+    // SAFETY: as above.
+    unsafe { libc::kill(sluice.id() as i32, libc::SIGHUP) };
+    wait_until("the added listener listens", || answered(added));
+    assert!(answered(port));
+    // SAFETY: as above.
+    unsafe { libc::kill(sluice.id() as i32, libc::SIGTERM) };
+    assert!(sluice.wait().unwrap().success());
+}

@@ -91,6 +91,13 @@ impl Book {
     }
 }
 
+/// A client logged in: counted on its listener and put in the book.
+pub fn logged_in(shared: &crate::shared::Shared, a: Arrival<'_>) -> Entry {
+    let counters = shared.counters.listener(a.listener);
+    counters.logins.fetch_add(1, Ordering::Relaxed);
+    shared.book.register(a)
+}
+
 /// A client's place in the book, for as long as its session lives.
 pub struct Entry {
     book: Arc<Book>,

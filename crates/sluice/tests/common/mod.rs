@@ -99,6 +99,17 @@ pub async fn sluice(text: &str) -> sluice::server::Handle {
     sluice::server::start(config).await.expect("start sluice")
 }
 
+/// Runs a client program: (success, stdout then stderr).
+pub fn run_text(cmd: &mut std::process::Command) -> (bool, String) {
+    let out = cmd.output().expect("run the client program");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
 pub fn addr(h: &sluice::server::Handle, listener: &str) -> SocketAddr {
     h.addrs[listener]
 }

@@ -159,20 +159,18 @@ pub(super) async fn finish(
         .mysql
         .clients
         .register(a.id, a.user.clone(), c.stream.tcp());
-    shared
-        .counters
-        .listener(&ctx.cfg.name)
-        .logins
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let client = shared.book.register(crate::session::clients::Arrival {
-        protocol: "mysql",
-        listener: &ctx.cfg.name,
-        user: &a.user,
-        database: &a.database,
-        pid: i64::from(a.id),
-        mode: plan.mode,
-        tcp: c.stream.tcp(),
-    });
+    let client = crate::session::clients::logged_in(
+        shared,
+        crate::session::clients::Arrival {
+            protocol: "mysql",
+            listener: &ctx.cfg.name,
+            user: &a.user,
+            database: &a.database,
+            pid: i64::from(a.id),
+            mode: plan.mode,
+            tcp: c.stream.tcp(),
+        },
+    );
     let mut seat = Seat {
         client: Some(client),
         mode: plan.mode,

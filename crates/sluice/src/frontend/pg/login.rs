@@ -246,20 +246,18 @@ pub async fn login(
         }
         return None;
     }
-    shared
-        .counters
-        .listener(&ctx.cfg.name)
-        .logins
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let client = shared.book.register(crate::session::clients::Arrival {
-        protocol: "postgres",
-        listener: &ctx.cfg.name,
-        user: &user,
-        database: &database,
-        pid: i64::from(pid),
-        mode: plan.mode,
-        tcp: c.stream.tcp(),
-    });
+    let client = crate::session::clients::logged_in(
+        shared,
+        crate::session::clients::Arrival {
+            protocol: "postgres",
+            listener: &ctx.cfg.name,
+            user: &user,
+            database: &database,
+            pid: i64::from(pid),
+            mode: plan.mode,
+            tcp: c.stream.tcp(),
+        },
+    );
     let mut seat = Seat {
         client: Some(client),
         mode: plan.mode,
