@@ -117,7 +117,7 @@ async fn every_command_over_psql_and_a_driver() {
     let clients = console(port, "SHOW CLIENTS");
     assert!(
         clients.starts_with(
-            "id|protocol|listener|user|database|address|mode|pid|connected_at|connected_s\n"
+            "id|protocol|listener|user|database|address|mode|pid|connected_at|connected_s|pinned\n"
         ),
         "{clients}"
     );
@@ -137,7 +137,8 @@ async fn every_command_over_psql_and_a_driver() {
     assert!(stats.starts_with("scope|name|logins|queries|errors|rows|bytes_in|bytes_out|avg_us|p50_us|p99_us|transactions|waits|wait_ms|wait_timeouts\n"), "{stats}");
     assert!(stats.contains("listener|tx|1|4|0|4|"), "{stats}");
     let pins = console(port, "SHOW PINS");
-    assert!(pins.contains("temp_table|0"), "{pins}");
+    assert!(pins.starts_with("reason|clients|pins_total\n"), "{pins}");
+    assert!(pins.contains("temp_table|0|0"), "{pins}");
     let rules = console(port, "SHOW RULES");
     assert!(
         rules.contains("1|pattern=\"^select \\\\?$\"|log||no|3|"),
@@ -200,6 +201,23 @@ async fn every_command_over_psql_and_a_driver() {
     // RESET DIGESTS.
     rows(&admin, "RESET DIGESTS").await;
     assert!(rows(&admin, "SHOW DIGESTS").await.is_empty());
+
+    // A pinned session shows, by reason.
+    app.simple_query("CREATE TEMP TABLE scratch (x int)")
+        .await
+        .unwrap();
+    let pinned = rows(&admin, "SHOW PINS").await;
+    let temp = pinned.iter().find(|r| r["reason"] == "temp_table").unwrap();
+    assert_eq!(
+        (temp["clients"].as_str(), temp["pins_total"].as_str()),
+        ("1", "1")
+    );
+    let clients = rows(&admin, "SHOW CLIENTS").await;
+    assert!(
+        clients
+            .iter()
+            .any(|r| r["id"] == id && r["pinned"] == "temp_table")
+    );
 
     // KILL CLIENT ends that client's connection, and only that.
     rows(&admin, &format!("KILL CLIENT {id}")).await;

@@ -140,6 +140,29 @@ impl Collector for Scrape {
                 )
             })
             .collect();
+        let clients = s.book.all();
+        let pinned = crate::session::ledger::PinReason::ALL
+            .iter()
+            .map(|r| {
+                let n = clients
+                    .iter()
+                    .filter(|c| c.pinned().any(|p| p == *r))
+                    .count();
+                (
+                    vec![("reason", r.as_str().to_string())],
+                    Value::Int(n as u64),
+                )
+            })
+            .collect();
+        family(
+            &mut e,
+            (
+                "pinned_clients",
+                "Clients whose session is pinned to its server connection now, by reason",
+                G,
+            ),
+            pinned,
+        )?;
         family(
             &mut e,
             (

@@ -24,7 +24,20 @@ pub struct ClientInfo {
     pub pid: i64,
     /// The pool mode it runs in.
     pub mode: &'static str,
+    /// Why its session is pinned to its server connection now (bits of
+    /// `PinReason`), as its session last said.
+    pub pins: std::sync::atomic::AtomicU16,
     socket: crate::stream::SocketHandle,
+}
+
+impl ClientInfo {
+    /// The reasons its session is pinned now.
+    pub fn pinned(&self) -> impl Iterator<Item = crate::session::ledger::PinReason> {
+        let mask = self.pins.load(Ordering::Relaxed);
+        crate::session::ledger::PinReason::ALL
+            .into_iter()
+            .filter(move |r| mask & (1 << (*r as u16)) != 0)
+    }
 }
 
 #[derive(Default)]
@@ -57,6 +70,7 @@ impl Book {
             since: SystemTime::now(),
             pid: a.pid,
             mode: a.mode.as_str(),
+            pins: Default::default(),
             socket: crate::stream::SocketHandle::new(a.tcp),
         });
         self.map.lock().insert(id, info.clone());

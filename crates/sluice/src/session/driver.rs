@@ -275,6 +275,7 @@ async fn main_loop<R: Relay>(r: &mut R) -> End {
     loop {
         r.between();
         maybe_release(r);
+        note_pins(r);
         if r.io.shutting_down && r.idle() && r.io.to_client.is_empty() {
             return End::Shutdown;
         }
@@ -368,6 +369,19 @@ pub fn arm_retry<C: PoolConn>(core: &mut Core<C>, class: sluice_sql::Class, requ
 
 /// In transaction mode, gives the server connection back as soon as the client is
 /// between transactions and holds no pinning state.
+/// Tells the client book why the session is pinned now (a compare when nothing
+/// changed).
+fn note_pins<R: Relay>(r: &mut R) {
+    if let Some(c) = &r.client {
+        let mask = r.ledger.pin_mask();
+        if c.info.pins.load(std::sync::atomic::Ordering::Relaxed) != mask {
+            c.info
+                .pins
+                .store(mask, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
 fn maybe_release<R: Relay>(r: &mut R) {
     let Some(lease) = r.lease.as_ref() else {
         return;

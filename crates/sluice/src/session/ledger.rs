@@ -94,6 +94,11 @@ impl Ledger {
         !self.pins.is_empty() || self.sets.identity()
     }
 
+    /// The pin reasons as bits (`1 << reason as u16`), as the client book keeps them.
+    pub fn pin_mask(&self) -> u16 {
+        self.pin_reasons().fold(0, |m, r| m | 1 << (r as u16))
+    }
+
     pub fn pin_reasons(&self) -> impl Iterator<Item = PinReason> + '_ {
         let role = self.sets.identity().then_some(PinReason::Role);
         self.pins.iter().copied().chain(role)

@@ -3,6 +3,12 @@
 use crate::admin::table::{Table, Type};
 use crate::shared::Shared;
 
+/// Why the client's session holds its server connection for good, if it does.
+fn pinned(c: &crate::session::clients::ClientInfo) -> String {
+    let reasons: Vec<&str> = c.pinned().map(|r| r.as_str()).collect();
+    reasons.join(",")
+}
+
 pub fn table(shared: &Shared) -> Table {
     let mut t = Table::new(&[
         ("id", Type::Int),
@@ -15,6 +21,7 @@ pub fn table(shared: &Shared) -> Table {
         ("pid", Type::Int),
         ("connected_at", Type::Int),
         ("connected_s", Type::Int),
+        ("pinned", Type::Text),
     ]);
     let now = std::time::SystemTime::now();
     for c in shared.book.all() {
@@ -30,6 +37,7 @@ pub fn table(shared: &Shared) -> Table {
             c.pid.into(),
             super::unix(c.since).into(),
             age.into(),
+            pinned(&c).into(),
         ]);
     }
     t
