@@ -105,6 +105,8 @@ impl Running {
             }
             Prepared::Hs(l, ctx, socket) => {
                 self.shared.control.set_addr(&l.name, addr);
+                let stats = ctx.kv.stats.clone();
+                self.shared.kv_stats.write().insert(l.name.clone(), stats);
                 tracing::info!(listener = %l.name, address = %addr, protocol = "handlersocket", "listening");
                 let kv = ctx.kv.clone();
                 self.accept.spawn(listener::serve_hs(

@@ -114,6 +114,8 @@ pub struct Shared {
     pub digests: Option<Arc<crate::stats::Digests>>,
     /// Per-listener counters (stats/counters.rs).
     pub counters: crate::stats::counters::Counters,
+    /// Each HandlerSocket listener's counters, by name (for the console and metrics).
+    pub kv_stats: parking_lot::RwLock<std::collections::BTreeMap<String, Arc<crate::kv::KvStats>>>,
     /// Every logged-in client (session/clients.rs).
     pub book: Arc<crate::session::clients::Book>,
     /// What the admin console asked of the process (admin/).
@@ -152,6 +154,7 @@ impl Shared {
             },
             counters: Default::default(),
             book: Default::default(),
+            kv_stats: Default::default(),
             control: Default::default(),
             pg: ProtoState::new(sluice_sql::Dialect::Postgres, &config),
             my: ProtoState::new(sluice_sql::Dialect::MySql, &config),

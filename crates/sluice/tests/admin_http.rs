@@ -121,6 +121,11 @@ async fn metrics_health_and_the_dashboard_api() {
     assert!(sample(&s, "sluice_pool_leases_total", &pool).is_some_and(|n| n >= 6.0));
     assert_eq!(sample(&s, "sluice_pool_size", &pool), Some(4.0));
     assert_eq!(
+        sample(&s, "sluice_pool_wait_duration_seconds", &pool),
+        Some(0.0),
+        "no waits"
+    );
+    assert_eq!(
         sample(&s, "sluice_pins_total", &[("reason", "temp_table")]),
         Some(0.0)
     );

@@ -112,6 +112,20 @@ async fn many_connections_pipelining_lookups_and_writes() {
         grouped >= requests / 2,
         "only {grouped} of {requests} lookups were grouped"
     );
+    // The console shows the same counters.
+    let Ok(sluice::admin::Reply::Rows(t)) = sluice::admin::execute(&h.shared, "SHOW STATS").await
+    else {
+        panic!("SHOW STATS answers a table");
+    };
+    let row = t
+        .rows
+        .iter()
+        .find(|r| {
+            r[0].text().as_deref() == Some("handlersocket")
+                && r[1].text().as_deref() == Some("hs_read")
+        })
+        .expect("a handlersocket row");
+    assert_eq!(row[3].text(), Some(requests.to_string()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -124,6 +124,8 @@ impl Collector for Scrape {
         let config = s.config.load();
         listeners(&mut e, s, &config)?;
         pools(&mut e, s)?;
+        pool_waits(&mut e, s)?;
+        handlersocket(&mut e, s)?;
         servers(&mut e, s, &config)?;
         let clients = s.book.len() as u64;
         family(
@@ -353,6 +355,75 @@ fn listeners(
             "Time from a statement's sending to its answer",
         ),
         hist,
+    )
+}
+
+/// Each HandlerSocket listener's counters.
+fn handlersocket(e: &mut DescriptorEncoder, s: &Shared) -> Result<(), Error> {
+    let all = s.kv_stats.read().clone();
+    let rows = |f: &dyn Fn(&crate::kv::KvStats) -> Value| {
+        all.iter()
+            .map(|(name, kv)| (vec![("listener", name.clone())], f(kv)))
+            .collect::<Vec<_>>()
+    };
+    type Read<'a> = &'a dyn Fn(&crate::kv::KvStats) -> Value;
+    let families: [(&str, &str, Read); 4] = [
+        (
+            "handlersocket_requests",
+            "Requests run",
+            &|k| n(&k.requests),
+        ),
+        (
+            "handlersocket_batches",
+            "Batches the requests ran in (one statement or transaction each)",
+            &|k| n(&k.batches),
+        ),
+        (
+            "handlersocket_grouped_requests",
+            "Requests answered from a lookup grouping several keys",
+            &|k| n(&k.grouped),
+        ),
+        (
+            "handlersocket_catalog_reads",
+            "Tables read from the server's catalog",
+            &|k| n(&k.catalog_reads),
+        ),
+    ];
+    for (name, help, f) in families {
+        family(e, (name, help, C), rows(f))?;
+    }
+    Ok(())
+}
+
+/// Each pool's wait histogram, labelled as its other series.
+fn pool_waits(e: &mut DescriptorEncoder, s: &Shared) -> Result<(), Error> {
+    let labels = |protocol: &str, k: &crate::pool::PoolKey| -> Labels {
+        vec![
+            ("pool", k.policy.clone()),
+            ("protocol", protocol.to_string()),
+            ("server", k.server.clone()),
+            ("database", k.database.clone()),
+            ("user", k.user.clone()),
+            ("options", super::show::pool_options(&k.extra)),
+        ]
+    };
+    let pg =
+        s.pg.pools
+            .all()
+            .into_iter()
+            .map(|p| (labels("postgres", &p.key), p.wait_time.snapshot()));
+    let my =
+        s.my.pools
+            .all()
+            .into_iter()
+            .map(|p| (labels("mysql", &p.key), p.wait_time.snapshot()));
+    histogram(
+        e,
+        (
+            "pool_wait_duration_seconds",
+            "How long clients waited for a server connection (leases that had to wait)",
+        ),
+        pg.chain(my).collect(),
     )
 }
 

@@ -176,6 +176,8 @@ pub struct Pool<C: PoolConn> {
     /// Time spent waiting for a connection, in microseconds, and waits that timed out.
     pub wait_us: AtomicU64,
     pub wait_timeouts: AtomicU64,
+    /// How long the waits took (leases that found a connection at once are not in it).
+    pub wait_time: crate::stats::counters::Histogram,
     /// Clients waiting for a connection right now, and since when there have been any.
     waiting: std::sync::atomic::AtomicUsize,
     wait_since: Mutex<Option<Instant>>,
@@ -291,6 +293,7 @@ impl<C: PoolConn> Pool<C> {
             slow_waits: AtomicU64::new(0),
             wait_us: AtomicU64::new(0),
             wait_timeouts: AtomicU64::new(0),
+            wait_time: Default::default(),
             waiting: Default::default(),
             wait_since: Mutex::new(None),
             known_statements: Mutex::new(Default::default()),

@@ -129,6 +129,7 @@ impl<C: PoolConn> Pool<C> {
         let took = waited.elapsed();
         let us = took.as_micros().min(u128::from(u64::MAX)) as u64;
         self.wait_us.fetch_add(us, Ordering::Relaxed);
+        self.wait_time.record(took);
         if took > super::SLOW_WAIT {
             self.slow_waits.fetch_add(1, Ordering::Relaxed);
         }

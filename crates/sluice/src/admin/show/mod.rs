@@ -13,6 +13,8 @@ mod servers;
 mod stats;
 mod version;
 
+pub use pools::options as pool_options;
+
 use super::command::Show;
 use super::table::{Table, Type};
 use crate::shared::Shared;

@@ -38,7 +38,7 @@ pub fn table(shared: &Shared) -> Table {
 /// What else separates pools of one server, database and user: startup parameters
 /// that shape connections, a MySQL client's capabilities and character set, or a
 /// pool of its own for `auth_query` lookups.
-fn options(extra: &[(String, String)]) -> String {
+pub fn options(extra: &[(String, String)]) -> String {
     let parts: Vec<String> = extra.iter().map(|(k, v)| format!("{k}={v}")).collect();
     parts.join(",")
 }

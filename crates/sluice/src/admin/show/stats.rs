@@ -75,5 +75,14 @@ pub fn table(shared: &Shared) -> Table {
             timeouts.into(),
         ]);
     }
+    for (name, kv) in shared.kv_stats.read().iter() {
+        // HandlerSocket: requests as queries, the batches they ran in as transactions.
+        let mut row = vec![Cell::Null; COLUMNS.len()];
+        row[0] = "handlersocket".into();
+        row[1] = name.as_str().into();
+        row[3] = c(&kv.requests).into();
+        row[COLUMNS.len() - 4] = c(&kv.batches).into();
+        t.push(row);
+    }
     t
 }
