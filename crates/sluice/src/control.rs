@@ -105,9 +105,8 @@ impl Control {
         self.resumed.notify_waiters();
     }
 
-    /// A place for an admin console connection, at most [`MAX_CONSOLES`] at once:
-    /// consoles are not under the client cap (an operator must get in when clients
-    /// took every slot), so they have a small cap of their own, taken before the login.
+    /// A place for an admin console connection beyond the client cap, at most
+    /// [`MAX_CONSOLES`] at once (see `shared::ConsoleSeat`).
     pub fn console_slot(self: &Arc<Self>) -> Option<ConsoleSlot> {
         let n = self.consoles.fetch_add(1, Ordering::AcqRel);
         if n >= MAX_CONSOLES {

@@ -10,11 +10,13 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// Binds a listener (fails with the address in the message), with SO_REUSEPORT: a new
-/// Sluice started with the same configuration listens beside this one while it drains
-/// (a restart that refuses no client).
-pub async fn bind(l: &Listener) -> Result<TcpListener> {
-    bind_address(&l.name, &l.address, true).await
+/// Binds a listener's address without listening yet (fails with the address in the
+/// message), with SO_REUSEPORT: a new Sluice started with the same configuration
+/// listens beside this one while it drains (a restart that refuses no client). A
+/// bound socket that does not listen takes no connection, so a reload can bind
+/// everything it needs before any of it takes clients.
+pub async fn bind(l: &Listener) -> Result<tokio::net::TcpSocket> {
+    bind_socket(&l.name, &l.address, true).await
 }
 
 /// Connections the kernel queues for a listener before Sluice accepts them. A crowd of
@@ -23,10 +25,20 @@ pub async fn bind(l: &Listener) -> Result<TcpListener> {
 /// at net.core.somaxconn.)
 const BACKLOG: u32 = 4096;
 
+/// Binds `address` for the listener called `name` and listens (see [`bind_socket`]).
+pub async fn bind_address(name: &str, address: &str, reuse_port: bool) -> Result<TcpListener> {
+    let socket = bind_socket(name, address, reuse_port).await?;
+    listen(name, socket, reuse_port)
+}
+
 /// Binds `address` for the listener called `name` (fails with both in the message): the
 /// first of its resolved addresses that binds, with SO_REUSEADDR as std does, and
 /// SO_REUSEPORT when asked.
-pub async fn bind_address(name: &str, address: &str, reuse_port: bool) -> Result<TcpListener> {
+pub async fn bind_socket(
+    name: &str,
+    address: &str,
+    reuse_port: bool,
+) -> Result<tokio::net::TcpSocket> {
     let ctx = || format!("listener \"{name}\": cannot listen on {address}");
     let mut last = None;
     for addr in tokio::net::lookup_host(address).await.with_context(ctx)? {
@@ -44,15 +56,10 @@ pub async fn bind_address(name: &str, address: &str, reuse_port: bool) -> Result
                 s.set_reuseport(true)?;
             }
             s.bind(addr)?;
-            s.listen(BACKLOG)
+            Ok(s)
         });
         match bound {
-            Ok(l) => {
-                if reuse_port {
-                    newest_takes_new_clients(&l);
-                }
-                return Ok(l);
-            }
+            Ok(s) => return Ok(s),
             Err(e) => last = Some(e),
         }
     }
@@ -60,6 +67,17 @@ pub async fn bind_address(name: &str, address: &str, reuse_port: bool) -> Result
         Some(e) => anyhow::Error::new(e).context(ctx()),
         None => anyhow::anyhow!("{}: the address resolves to nothing", ctx()),
     })
+}
+
+/// Starts listening on a bound socket; from now on it takes connections.
+pub fn listen(name: &str, socket: tokio::net::TcpSocket, reuse_port: bool) -> Result<TcpListener> {
+    let l = socket
+        .listen(BACKLOG)
+        .with_context(|| format!("listener \"{name}\": cannot listen"))?;
+    if reuse_port {
+        newest_takes_new_clients(&l);
+    }
+    Ok(l)
 }
 
 /// Whether a connection to `addr` is accepted (SO_REUSEPORT would let a second Sluice
@@ -196,9 +214,8 @@ pub async fn serve_admin_mysql(shared: Arc<Shared>, socket: TcpListener, tasks: 
     let stop = CancellationToken::new();
     let name = ("admin_mysql", stop);
     accept(shared, socket, name, tasks, move |shared, tcp, slot| {
-        drop(slot);
-        let console = shared.control.console_slot();
-        frontend::mysql::admin::serve(shared, tcp, console)
+        let seat = crate::shared::ConsoleSeat::take(&shared, slot);
+        frontend::mysql::admin::serve(shared, tcp, seat)
     })
     .await
 }

@@ -24,6 +24,8 @@ pub async fn reload(running: &Running, file: &Path) -> Result<String, String> {
 }
 
 pub async fn apply(running: &Running, new: Config) -> Result<String, String> {
+    // One reload at a time (SIGHUP and consoles may ask together).
+    let _one = running.reloading.lock().await;
     let shared = &running.shared;
     let old = shared.config.load_full();
     let mut said = Vec::new();
@@ -55,15 +57,18 @@ pub async fn apply(running: &Running, new: Config) -> Result<String, String> {
             start.push(p.map_err(|e| refuse(format!("{e:#}")))?);
         }
     }
+    let connectors = crate::topology::reload::connectors(&new).map_err(refuse)?;
     // Then the new snapshot, and the listeners switched over to it.
     shared.config.store(Arc::new(new.clone()));
+    shared.connectors.store(Arc::new(connectors));
     for p in start {
         let name = match &p {
             crate::running::Prepared::Sql(l, ..) => format!("listener {}", l.name),
             crate::running::Prepared::Hs(l, ..) => format!("handlersocket {}", l.name),
         };
-        if let Some(addr) = running.start(p) {
-            said.push(format!("{name} listening on {addr}"));
+        match running.start(p) {
+            Ok(addr) => said.push(format!("{name} listening on {addr}")),
+            Err(e) => said.push(format!("{name}: {e:#}")),
         }
     }
     for (l, ctx, changed) in renew {

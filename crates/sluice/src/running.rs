@@ -34,25 +34,20 @@ pub struct Running {
     mysql: Arc<crate::frontend::mysql::SharedState>,
     sql: Mutex<HashMap<String, Sql>>,
     hs: Mutex<HashMap<String, Hs>>,
+    /// Held for the whole of a reload: one at a time.
+    pub reloading: tokio::sync::Mutex<()>,
 }
 
-/// A listener made ready (context built, TLS files read, socket bound) but not yet
-/// accepting: a reload prepares every change before it applies any.
+/// A listener made ready (context built, TLS files read, socket bound but not
+/// listening, so it takes no connection yet): a reload prepares every change before it
+/// applies any.
 pub enum Prepared {
-    Sql(Listener, ListenerCtx, tokio::net::TcpListener),
+    Sql(Listener, ListenerCtx, tokio::net::TcpSocket),
     Hs(
         HsListener,
         Arc<crate::frontend::hs::HsCtx>,
-        tokio::net::TcpListener,
+        tokio::net::TcpSocket,
     ),
-}
-
-impl Prepared {
-    pub fn addr(&self) -> Option<SocketAddr> {
-        match self {
-            Prepared::Sql(_, _, s) | Prepared::Hs(_, _, s) => s.local_addr().ok(),
-        }
-    }
 }
 
 impl Running {
@@ -64,6 +59,7 @@ impl Running {
             mysql: Default::default(),
             sql: Default::default(),
             hs: Default::default(),
+            reloading: Default::default(),
         }
     }
 
@@ -75,13 +71,14 @@ impl Running {
         Ok(Prepared::Sql(l.clone(), ctx, socket))
     }
 
-    /// Starts accepting on a prepared listener; one of the same name stops accepting
-    /// (its clients finish). Returns the address bound.
-    pub fn start(&self, p: Prepared) -> Option<SocketAddr> {
-        let addr = p.addr()?;
+    /// Starts listening and accepting on a prepared listener; one of the same name
+    /// stops accepting (its clients finish). Returns the address bound.
+    pub fn start(&self, p: Prepared) -> Result<SocketAddr> {
         let stop = CancellationToken::new();
         match p {
             Prepared::Sql(l, ctx, socket) => {
+                let socket = listener::listen(&l.name, socket, true)?;
+                let addr = socket.local_addr()?;
                 // Counted from the start, so metrics show every listener.
                 self.shared.counters.listener(&l.name);
                 self.shared.control.set_addr(&l.name, addr);
@@ -102,8 +99,11 @@ impl Running {
                 if let Some(old) = self.sql.lock().insert(l.name.clone(), running) {
                     old.stop.cancel();
                 }
+                Ok(addr)
             }
             Prepared::Hs(l, ctx, socket) => {
+                let socket = listener::listen(&l.name, socket, true)?;
+                let addr = socket.local_addr()?;
                 self.shared.control.set_addr(&l.name, addr);
                 let stats = ctx.kv.stats.clone();
                 self.shared.kv_stats.write().insert(l.name.clone(), stats);
@@ -124,16 +124,15 @@ impl Running {
                 if let Some(old) = self.hs.lock().insert(l.name.clone(), running) {
                     old.stop.cancel();
                 }
+                Ok(addr)
             }
         }
-        Some(addr)
     }
 
     /// Binds a SQL listener and starts accepting (at start).
     pub async fn start_sql(&self, l: &Listener) -> Result<SocketAddr> {
         let p = self.prepare_sql(l).await?;
         self.start(p)
-            .with_context(|| format!("listener \"{}\": no local address", l.name))
     }
 
     /// The listener's settings as it runs now.
@@ -174,16 +173,24 @@ impl Running {
 
     /// Stops accepting on a SQL listener; its clients finish.
     pub fn stop_sql(&self, name: &str) {
-        if let Some(s) = self.sql.lock().remove(name) {
-            s.stop.cancel();
+        let Some(s) = self.sql.lock().remove(name) else {
+            return;
+        };
+        s.stop.cancel();
+        // A HandlerSocket listener a reload gave the name to keeps its address.
+        if !self.hs.lock().contains_key(name) {
             self.shared.control.remove_addr(name);
         }
     }
 
     /// Stops accepting on a HandlerSocket listener; its clients finish.
     pub fn stop_hs(&self, name: &str) {
-        if let Some(h) = self.hs.lock().remove(name) {
-            h.stop.cancel();
+        let Some(h) = self.hs.lock().remove(name) else {
+            return;
+        };
+        h.stop.cancel();
+        self.shared.kv_stats.write().remove(name);
+        if !self.sql.lock().contains_key(name) {
             self.shared.control.remove_addr(name);
         }
     }
@@ -204,7 +211,7 @@ impl Running {
                 .with_context(|| format!("handlersocket \"{}\": secret_file", l.name))?;
             cfg.secret = Some(secret);
         }
-        let socket = listener::bind_address(&l.name, &l.address, true).await?;
+        let socket = listener::bind_socket(&l.name, &l.address, true).await?;
         let kv = kv_for(shared, config, l)?;
         let ctx = Arc::new(crate::frontend::hs::HsCtx {
             tls,
@@ -219,7 +226,6 @@ impl Running {
     pub async fn start_hs(&self, config: &Config, l: &HsListener) -> Result<SocketAddr> {
         let p = self.prepare_hs(config, l).await?;
         self.start(p)
-            .with_context(|| format!("handlersocket \"{}\": no local address", l.name))
     }
 }
 

@@ -214,6 +214,26 @@ impl Shared {
     }
 }
 
+/// An admin console connection's place: a client slot like any client's, or when the
+/// clients have taken every one, one of the console's own few (an operator must get
+/// in then): the console is never unbounded, logged in or not.
+pub struct ConsoleSeat(
+    #[allow(dead_code)] Option<ClientSlot>,
+    #[allow(dead_code)] Option<crate::control::ConsoleSlot>,
+);
+
+impl ConsoleSeat {
+    pub fn take(shared: &Shared, slot: Option<ClientSlot>) -> Option<ConsoleSeat> {
+        match slot {
+            Some(s) => Some(ConsoleSeat(Some(s), None)),
+            None => shared
+                .control
+                .console_slot()
+                .map(|c| ConsoleSeat(None, Some(c))),
+        }
+    }
+}
+
 /// Counts a client connection for as long as it lives.
 pub struct ClientSlot(Arc<Shared>);
 

@@ -256,6 +256,9 @@ async fn pause_resume_and_server_offline() {
     let admin = connect(session, "ops", OPS_PW, "sluice").await.unwrap();
     let app = connect(tx, APP_USER, APP_PW, "app").await.unwrap();
     app.simple_query("select 1").await.unwrap();
+    // A second client, logged in before the pause (logins wait while paused).
+    let held = connect(tx, APP_USER, APP_PW, "app").await.unwrap();
+    held.simple_query("select 1").await.unwrap();
 
     // PAUSE: a transaction in progress finishes; new ones wait for RESUME.
     app.simple_query("BEGIN").await.unwrap();
@@ -275,6 +278,21 @@ async fn pause_resume_and_server_offline() {
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!next.is_finished(), "a new transaction ran while paused");
+    // A client held by PAUSE that is killed goes at once, before RESUME.
+    let held_id = rows(&admin, "SHOW CLIENTS")
+        .await
+        .into_iter()
+        .filter(|r| r["listener"] == "tx")
+        .filter_map(|r| r["id"].parse::<u64>().ok())
+        .max()
+        .unwrap();
+    let held_query = tokio::spawn(async move { held.simple_query("select 7").await.map(|_| ()) });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!held_query.is_finished());
+    rows(&admin, &format!("KILL CLIENT {held_id}")).await;
+    let killed = tokio::time::timeout(Duration::from_secs(5), held_query).await;
+    assert!(matches!(killed, Ok(Ok(Err(_)))), "{killed:?}");
+    assert!(!next.is_finished(), "still paused");
     rows(&admin, "RESUME").await;
     let ran = tokio::time::timeout(Duration::from_secs(5), next)
         .await

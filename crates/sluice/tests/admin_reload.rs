@@ -149,6 +149,22 @@ async fn reload_applies_each_kind_of_change_without_an_error() {
         h.shared.config.load().general.shutdown_timeout,
         std::time::Duration::from_secs(5)
     );
+    // A server whose TLS cannot be set up (a CA file that is not one): refused whole,
+    // never a server reached without the TLS it requires.
+    let bad_ca = dir.path().join("bad-ca.pem");
+    std::fs::write(&bad_ca, "not a certificate").unwrap();
+    let tls_server = format!(
+        "\n[servers.t]\nprotocol = \"postgres\"\nhost = \"127.0.0.1\"\nport = {}\ntls = \"verify-full\"\ntls_ca_file = \"{}\"\n\n[clusters.t]\nservers = [\"t\"]\n",
+        pg.port(),
+        bad_ca.display()
+    );
+    write("[\"a\"]", &tls_server);
+    let e = reload().await.unwrap_err();
+    assert!(
+        e.contains("server \"t\": TLS set-up") && e.contains("nothing was changed"),
+        "{e}"
+    );
+    assert!(!h.shared.config.load().servers.contains_key("t"));
 
     // A listener added; a password changed; a rule added.
     let extra = "\n[listeners.more]\nprotocol = \"postgres\"\naddress = \"127.0.0.1:0\"\ncluster = \"pg\"\npool = \"tx\"\nauth = \"scram-sha-256\"\n\n[[rules]]\npattern = \"^select \\\\? \\\\+ \\\\?$\"\naction = \"block\"\nmessage = \"no sums\"\n";

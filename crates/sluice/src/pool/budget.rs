@@ -87,6 +87,14 @@ impl ServerBudget {
         self.cap.load(Ordering::Acquire)
     }
 
+    /// A reload changed the configured cap: the connections open stay counted.
+    pub fn reconfigure(&self, cap: Option<usize>) {
+        if let Some(n) = cap {
+            self.cap.store(n, Ordering::Release);
+            self.freed.notify_waiters();
+        }
+    }
+
     /// A pool of this server: its idle connections may be closed to make room.
     pub fn register(&self, pool: Weak<dyn IdleConns>) {
         let mut pools = self.pools.lock();

@@ -51,6 +51,8 @@ pub struct Settings {
     pub session_timeouts: [Option<Duration>; 3],
     /// Schema changes clients made through Sluice so far (see `current_statement`).
     pub schema_epoch: Arc<std::sync::atomic::AtomicU64>,
+    /// The `[users]` entry whose `pool_size` sized the pool (a reload looks it up again).
+    pub sized_for: Option<String>,
 }
 
 impl Settings {

@@ -63,6 +63,7 @@ fn pool(size: usize, wait: Duration) -> Arc<Pool<Fake>> {
             shared: 0,
             session_timeouts: Default::default(),
             schema_epoch: Default::default(),
+            sized_for: None,
         },
     );
     p.set_opener(Arc::new(AtomicUsize::new(0)));

@@ -495,8 +495,11 @@ pub async fn route<R: Relay>(
 }
 
 /// PAUSE holds the cluster the transaction is about to run on: it waits for RESUME
-/// (or shutdown); a client that leaves meanwhile (or is killed) ends its session.
+/// (or shutdown). A client that leaves meanwhile ends its session: its socket is
+/// watched for the peer closing it, or KILL CLIENT shutting it down (both raise
+/// read-closed, whatever bytes are still unread).
 async fn paused<R: Relay>(r: &mut R) -> Result<(), End> {
+    use tokio::io::Interest;
     let cluster: String = r
         .target
         .as_ref()
@@ -505,19 +508,19 @@ async fn paused<R: Relay>(r: &mut R) -> Result<(), End> {
     let (shared, shutdown) = (r.shared.clone(), r.shared.shutdown.clone());
     let hold = shared.control.hold(&cluster, &shutdown);
     tokio::pin!(hold);
-    // Watched until the client sends something (a pipelined request waits its turn).
-    let mut watch = true;
     loop {
         let tcp = r.io.client.tcp();
         tokio::select! {
             _ = &mut hold => return Ok(()),
-            ready = tcp.readable(), if watch => {
-                let mut byte = [0u8; 1];
-                match (ready, tcp.peek(&mut byte).await) {
-                    (Ok(()), Ok(n)) if n > 0 => watch = false,
-                    _ => return Err(End::ClientLeft),
+            ready = tcp.ready(Interest::READABLE) => match ready {
+                Ok(ready) if !ready.is_read_closed() => {
+                    // Data (a request that waits its turn): wait for the next change.
+                    let _ = tcp.try_io(Interest::READABLE, || {
+                        Err::<(), _>(std::io::ErrorKind::WouldBlock.into())
+                    });
                 }
-            }
+                _ => return Err(End::ClientLeft),
+            },
         }
     }
 }

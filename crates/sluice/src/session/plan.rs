@@ -251,10 +251,8 @@ pub fn refresh_settings<C: PoolConn>(
         let Some(pool_cfg) = config.pools.get(&p.key.policy) else {
             continue;
         };
-        let user_cfg = config
-            .users
-            .values()
-            .find(|u| u.server_user() == p.key.user);
+        let sized_for = p.settings().sized_for.clone();
+        let user_cfg = sized_for.and_then(|u| config.users.get(&u));
         let next = settings(shared, pool_cfg, user_cfg, default_reset);
         if !next.same_as(&p.settings()) {
             p.set_settings(next);
@@ -285,6 +283,7 @@ fn settings(
             pool_cfg.client_idle_timeout,
         ],
         schema_epoch: shared.schema_epoch.clone(),
+        sized_for: user_cfg.map(|u| u.name.clone()),
         reset_query: pool_cfg
             .reset_query
             .clone()

@@ -72,6 +72,11 @@ impl Checker {
         let mut delay = Delay::default();
         loop {
             if self.stale() {
+                // A wake-up meant for this server may have reached this checker: the
+                // one started after the reload gets it.
+                if let Some(w) = &wake {
+                    w.notify_one();
+                }
                 return;
             }
             let began = std::time::Instant::now();

@@ -15,36 +15,39 @@ fn addr(s: &sluice_config::Server) -> String {
     format!("{}:{}", s.host, s.port)
 }
 
-/// Applies the new servers and clusters (the configuration snapshot is the new one
-/// already); what changed, in a line.
+/// TLS towards every server of the new file that uses it, its CA file read again (a
+/// rotated CA is picked up). Any failure refuses the reload: a server that requires
+/// TLS must never be reached without it.
+pub fn connectors(new: &Config) -> Result<HashMap<String, tokio_rustls::TlsConnector>, String> {
+    let mut out = HashMap::new();
+    for s in new.servers.values().filter(|s| s.tls != ServerTls::Disable) {
+        let ca = s.tls_ca_file.as_deref().filter(|_| s.tls.verifies());
+        let c = crate::tls::connector(ca)
+            .map_err(|e| format!("server \"{}\": TLS set-up: {e:#}", s.name))?;
+        out.insert(s.name.clone(), c);
+    }
+    Ok(out)
+}
+
+/// Applies the new servers and clusters (the configuration snapshot and the TLS
+/// connectors are the new ones already); what changed, in a line.
 pub fn apply(shared: &Arc<Shared>, old: &Config, new: &Config) -> String {
     let mut said = Vec::new();
-    // TLS towards servers and connection budgets, for the servers of the new file.
-    let mut connectors = HashMap::new();
+    // Connection budgets: a server that stays where it was keeps its budget (the
+    // connections open stay counted) with the new cap.
     let mut budgets = HashMap::new();
-    let (old_connectors, old_budgets) = (shared.connectors.load(), shared.budgets.load());
+    let old_budgets = shared.budgets.load();
     for s in new.servers.values() {
-        let same = old.servers.get(&s.name) == Some(s);
-        if s.tls != ServerTls::Disable {
-            let kept = old_connectors.get(&s.name).filter(|_| same).cloned();
-            let ca = s.tls_ca_file.as_deref().filter(|_| s.tls.verifies());
-            match kept.map_or_else(|| crate::tls::connector(ca), Ok) {
-                Ok(c) => {
-                    connectors.insert(s.name.clone(), c);
-                }
-                Err(e) => said.push(format!("server {}: TLS set-up failed: {e:#}", s.name)),
+        let stays = old.servers.get(&s.name).is_some_and(|o| addr(o) == addr(s));
+        let budget = match old_budgets.get(&s.name).filter(|_| stays) {
+            Some(b) => {
+                b.reconfigure(s.max_server_connections);
+                b.clone()
             }
-        }
-        let budget = old_budgets
-            .get(&s.name)
-            .filter(|_| same)
-            .cloned()
-            .unwrap_or_else(|| {
-                crate::pool::budget::ServerBudget::new(&s.name, s.max_server_connections)
-            });
+            None => crate::pool::budget::ServerBudget::new(&s.name, s.max_server_connections),
+        };
         budgets.insert(s.name.clone(), budget);
     }
-    shared.connectors.store(Arc::new(connectors));
     shared.budgets.store(Arc::new(budgets));
     let topo = &shared.topology;
     {

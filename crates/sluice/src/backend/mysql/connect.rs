@@ -37,6 +37,12 @@ pub async fn tls_upgrade(
 ) -> Result<Stream> {
     let addr = t.addr();
     let Some(connector) = t.connector.as_ref() else {
+        if !matches!(t.tls, ServerTls::Disable | ServerTls::Prefer) {
+            // Never plaintext where TLS is required, whatever happened to its set-up.
+            return Err(Error::server_gone(format!(
+                "server {addr}: TLS is required and could not be set up"
+            )));
+        }
         return Ok(stream);
     };
     if server_caps & consts::CLIENT_SSL == 0 {

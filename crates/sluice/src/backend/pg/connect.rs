@@ -19,6 +19,12 @@ pub async fn connect_stream(t: &Target) -> Result<Stream> {
     let addr = t.addr();
     let tcp = crate::backend::connect_tcp(t).await?;
     let Some(connector) = t.connector.as_ref().filter(|_| t.tls != ServerTls::Disable) else {
+        if !matches!(t.tls, ServerTls::Disable | ServerTls::Prefer) {
+            // Never plaintext where TLS is required, whatever happened to its set-up.
+            return Err(Error::server_gone(format!(
+                "server {addr}: TLS is required and could not be set up"
+            )));
+        }
         return Ok(Stream::Plain(tcp));
     };
     let mut tcp = tcp;

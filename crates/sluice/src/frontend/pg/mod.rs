@@ -95,8 +95,7 @@ async fn admit(
             if admin::wanted(&shared, &params) {
                 // The console: not under the client cap (an operator must get in when
                 // clients have taken every slot), and not a session.
-                drop(slot);
-                let Some(_console) = shared.control.console_slot() else {
+                let Some(_seat) = crate::shared::ConsoleSeat::take(&shared, slot) else {
                     let e = Error::new(
                         crate::error::Kind::PoolTimeout,
                         crate::error::Side::Client,
