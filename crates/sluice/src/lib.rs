@@ -19,6 +19,7 @@ pub mod frontend;
 pub mod hs_secret;
 pub mod intern;
 pub mod kv;
+pub mod limits;
 pub mod listener;
 pub mod mux;
 pub mod pool;

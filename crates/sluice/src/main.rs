@@ -102,6 +102,7 @@ fn main() -> Result<()> {
         None => sluice_config::builtin_default(),
     };
     init_logging(&config);
+    sluice::limits::apply(&config);
     // One thread: the current-thread scheduler, with no cross-thread wake-ups at all.
     let mut rt = if config.general.worker_threads == 1 {
         tokio::runtime::Builder::new_current_thread()

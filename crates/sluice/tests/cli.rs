@@ -171,3 +171,29 @@ fn digest_prints_the_id_and_text_rules_use() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("SELECT `a` FROM t"));
 }
+
+#[test]
+fn says_when_the_descriptor_limit_is_too_low() {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    write!(
+        f,
+        "[general]\nmax_client_connections = 100000\nshutdown_timeout = \"1s\"\n\n[servers.pg]\nprotocol = \"postgres\"\nhost = \"127.0.0.1\"\nport = 1\n\n[clusters.pg]\nservers = [\"pg\"]\n\n[listeners.pg]\nprotocol = \"postgres\"\naddress = \"127.0.0.1:0\"\ncluster = \"pg\"\n\n[admin]\nhttp_address = \"\"\nmysql_address = \"\"\n"
+    )
+    .unwrap();
+    // A hard limit of 4096: 100,000 session-mode clients cannot fit.
+    let child = Command::new("prlimit")
+        .args(["--nofile=1024:4096", BIN, "--config"])
+        .arg(f.path())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: signalling a child process this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("descriptor limit (RLIMIT_NOFILE) is below") && err.contains("limit=4096"),
+        "{err}"
+    );
+}
