@@ -6,7 +6,9 @@ use sluice_config::{Config, LogFormat};
 use std::path::PathBuf;
 
 /// jemalloc: the proxy allocates small buffers per request on every thread, which glibc's
-/// allocator serves measurably slower.
+/// allocator serves measurably slower. The `system-alloc` feature leaves it out, for heap
+/// profilers that watch the C allocator (docs/benchmarks.md: where an idle client's bytes go).
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

@@ -104,7 +104,7 @@ impl Relay {
         let mut lease = None;
         if !same_pool && (mode == PoolMode::Session || pool.counts().0 == 0) {
             match pool.lease().await {
-                Ok(l) => lease = Some(l),
+                Ok(l) => lease = Some(Box::new(l)),
                 Err(LoginError::Server(err)) => {
                     let mut s = seq;
                     packet::write_packet(&mut self.core.io.to_client, &mut s, &err);

@@ -140,13 +140,13 @@ pub struct Relay {
 
 driver::relay_core!(Relay, ServerConn);
 
-pub async fn run(
+pub fn run(
     shared: Arc<Shared>,
     (seat, session): Admitted,
     stream: Stream,
     buf: BytesMut,
     caps: u64,
-) {
+) -> impl Future<Output = ()> + Send + use<> {
     // The server enforces query_timeout itself (max_statement_time: see
     // backend/mysql track_state); the clock keeps the idle timeouts.
     let timeouts = crate::session::timeouts::Timeouts {
@@ -177,7 +177,9 @@ pub async fn run(
         status: consts::SERVER_STATUS_AUTOCOMMIT,
         s: session,
     };
-    driver::run(r).await;
+    // Not itself async: the relay's state is the driver's alone, not copied into a
+    // future of this function's as well.
+    driver::run(r)
 }
 
 impl Relay {
@@ -395,7 +397,7 @@ impl Relay {
             match leased {
                 Ok(l) => {
                     tracing::trace!(client = self.s.id, server = l.conn.id, "lease");
-                    self.core.lease = Some(l);
+                    self.core.lease = Some(Box::new(l));
                     self.sync_kill();
                 }
                 Err(crate::backend::LoginError::Proxy(e)) => {

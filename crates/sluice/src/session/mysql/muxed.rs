@@ -135,7 +135,7 @@ impl Relay {
     pub(super) fn offer_lease(&mut self, cmd: u8, len: usize) -> Option<Cmd> {
         let lease = self.core.lease.take()?;
         let shared = self.core.shared.clone();
-        match shared.my.muxes.start(&self.core.pool, 0, lease) {
+        match shared.my.muxes.start(&self.core.pool, 0, *lease) {
             Ok(_) => {
                 self.sync_kill();
                 match self.try_mux(cmd, len) {
@@ -144,7 +144,7 @@ impl Relay {
                 }
             }
             Err(lease) => {
-                self.core.lease = Some(lease);
+                self.core.lease = Some(Box::new(lease));
                 None
             }
         }

@@ -178,7 +178,7 @@ impl Relay {
         self.send_deferred();
         self.unnamed_here = false;
         tracing::trace!(client = self.s.cancel.key.0, server = lease.pid, "lease");
-        self.core.lease = Some(lease);
+        self.core.lease = Some(Box::new(lease));
         self.sync_cancel();
         Ok(())
     }

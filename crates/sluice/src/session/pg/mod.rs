@@ -184,7 +184,12 @@ pub struct Relay {
 
 driver::relay_core!(Relay, ServerConn);
 
-pub async fn run(shared: Arc<Shared>, (seat, session): Admitted, stream: Stream, buf: BytesMut) {
+pub fn run(
+    shared: Arc<Shared>,
+    (seat, session): Admitted,
+    stream: Stream,
+    buf: BytesMut,
+) -> impl Future<Output = ()> + Send + use<> {
     let clock = Clock::new(crate::session::timeouts::Timeouts::of(&seat.pool));
     let r = Relay {
         core: Core::new(shared, seat, stream, buf, clock),
@@ -218,7 +223,9 @@ pub async fn run(shared: Arc<Shared>, (seat, session): Admitted, stream: Stream,
         round_left: 0,
         aborted: None,
     };
-    driver::run(r).await;
+    // Not itself async: the relay's state is the driver's alone, not copied into a
+    // future of this function's as well.
+    driver::run(r)
 }
 
 impl Relay {
