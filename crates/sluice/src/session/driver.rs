@@ -70,7 +70,7 @@ pub struct Core<C: PoolConn> {
     /// The server connection was lost while the client was in a transaction with
     /// nothing in flight: its next request gets this error instead of running (see
     /// session/lost.rs).
-    pub lost_tx: Option<Error>,
+    pub lost_tx: Option<Box<Error>>,
     /// What the request being routed is (split routes; a write otherwise).
     class: sluice_sql::Class,
     /// The session's view of the query rules, when any apply (session/judge.rs).

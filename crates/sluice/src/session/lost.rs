@@ -82,7 +82,7 @@ pub async fn server_lost<R: Relay>(r: &mut R, e: Option<std::io::Error>) -> Resu
     drop_server(r);
     r.ledger.end_transaction(false);
     if in_tx && !told {
-        r.lost_tx = Some(e);
+        r.lost_tx = Some(Box::new(e));
     }
     if r.io.cbuf.is_empty() {
         return Ok(());

@@ -244,7 +244,7 @@ impl Relay {
         }
         if let Some(e) = self.core.lost_tx.take() {
             // The transaction this request belongs to was lost with its server.
-            self.abort_transaction(Some(e));
+            self.abort_transaction(Some(*e));
         }
         if self.aborted.is_some() {
             self.in_aborted(tag, body);

@@ -165,7 +165,7 @@ pub struct Relay {
     batch: u64,
     /// Set when something Sluice did on the client's behalf failed in a way that
     /// leaves the session state unknown (e.g. replaying its SETs).
-    fatal: Option<Error>,
+    fatal: Option<Box<Error>>,
     /// The server sent the client a FATAL error: it is about to close the connection.
     server_fatal: bool,
     /// The last error the server sent says a prepared statement's copy is stale.
@@ -264,7 +264,7 @@ impl Relay {
     /// have left the session state unknown.
     fn fatal_check(&mut self) -> Result<(), End> {
         match self.fatal.take() {
-            Some(e) => Err(End::Failed(e)),
+            Some(e) => Err(End::Failed(*e)),
             None => Ok(()),
         }
     }

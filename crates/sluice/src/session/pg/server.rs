@@ -303,11 +303,11 @@ impl Relay {
                 }
             }
             Action::Replay if !ok => {
-                self.fatal = Some(Error::new(
+                self.fatal = Some(Box::new(Error::new(
                     Kind::Desync,
                     Side::Server,
                     "could not restore this session's settings on a server connection",
-                ));
+                )));
             }
             _ => {}
         }
