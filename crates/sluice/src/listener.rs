@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use sluice_config::{ClientTls, Listener, Protocol};
 use std::sync::Arc;
 use tokio::net::TcpListener;
+use tokio_util::either::Either;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -171,18 +172,18 @@ pub async fn serve(
         tasks,
         move |shared, tcp, slot| {
             let ctx = ctx.load_full();
-            async move {
-                let protocol = ctx.cfg.protocol;
-                let a = frontend::Accepted {
-                    shared,
-                    ctx,
-                    tcp,
-                    slot,
-                };
-                match protocol {
-                    Protocol::Postgres => frontend::pg::serve(a).await,
-                    Protocol::Mysql => frontend::mysql::serve(a).await,
-                }
+            let protocol = ctx.cfg.protocol;
+            let a = frontend::Accepted {
+                shared,
+                ctx,
+                tcp,
+                slot,
+            };
+            // The protocol's future is the task itself: no async block around it that
+            // would keep the accepted client a second time for the client's whole life.
+            match protocol {
+                Protocol::Postgres => Either::Left(frontend::pg::serve(a)),
+                Protocol::Mysql => Either::Right(frontend::mysql::serve(a)),
             }
         },
     )

@@ -193,6 +193,8 @@ impl Handle {
     /// Stops accepting; sessions end as soon as they are between transactions.
     pub fn begin_shutdown(&self) {
         let _ = self.shutdown.send(true);
+        // Sessions wait for the flag through their line in the client book.
+        self.shared.book.wake_all();
     }
 
     /// Drains for up to `timeout`, then closes whatever is left.

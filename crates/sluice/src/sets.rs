@@ -13,6 +13,8 @@ pub(crate) const IDENTITY: [&str; 2] = ["role", "session_authorization"];
 pub struct Sets(Vec<(String, String)>);
 
 impl Sets {
+    pub const EMPTY: Sets = Sets(Vec::new());
+
     pub fn get(&self, name: &str) -> Option<&String> {
         self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v)
     }

@@ -28,9 +28,20 @@ pub struct ClientInfo {
     /// `PinReason`), as its session last said.
     pub pins: std::sync::atomic::AtomicU16,
     socket: crate::stream::SocketHandle,
+    /// The session's task, woken when Sluice starts to stop ([`Book::wake_all`]).
+    stop_waker: Mutex<Option<std::task::Waker>>,
 }
 
 impl ClientInfo {
+    /// Leaves the session's waker for [`Book::wake_all`] (nothing changes when it is
+    /// the one left last).
+    pub fn wake_on_stop(&self, w: &std::task::Waker) {
+        let mut slot = self.stop_waker.lock();
+        if !slot.as_ref().is_some_and(|old| old.will_wake(w)) {
+            *slot = Some(w.clone());
+        }
+    }
+
     /// The reasons its session is pinned now.
     pub fn pinned(&self) -> impl Iterator<Item = crate::session::ledger::PinReason> {
         let mask = self.pins.load(Ordering::Relaxed);
@@ -72,6 +83,7 @@ impl Book {
             mode: a.mode.as_str(),
             pins: Default::default(),
             socket: crate::stream::SocketHandle::new(a.tcp),
+            stop_waker: Mutex::new(None),
         });
         self.map.lock().insert(id, info.clone());
         Entry {
@@ -83,6 +95,14 @@ impl Book {
     /// Every client, by id.
     pub fn all(&self) -> Vec<Arc<ClientInfo>> {
         self.map.lock().values().cloned().collect()
+    }
+
+    /// Wakes every client's session: Sluice is stopping (they read the flag).
+    pub fn wake_all(&self) {
+        let wakers: Vec<_> = (self.map.lock().values())
+            .filter_map(|c| c.stop_waker.lock().take())
+            .collect();
+        wakers.into_iter().for_each(std::task::Waker::wake);
     }
 
     pub fn len(&self) -> usize {

@@ -112,9 +112,10 @@ impl<C: PoolConn> Core<C> {
         cbuf: BytesMut,
         clock: Option<Box<Clock>>,
     ) -> Core<C> {
+        let home = seat.client.as_ref().map(|c| c.info.clone());
         Core {
             client: seat.client,
-            io: Pump::new(&shared, client, cbuf, &seat.cfg.name),
+            io: Pump::new(&shared, client, cbuf, &seat.cfg.name, home),
             shared,
             mode: seat.mode,
             cfg: seat.cfg,

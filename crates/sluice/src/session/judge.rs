@@ -35,7 +35,8 @@ pub struct Judging {
     /// The statement judged last, and the prepared statements of a session whose
     /// protocol relay does not keep their texts (session mode), by name, for digests.
     last: Option<Arc<Statement>>,
-    prepared: std::collections::HashMap<Box<[u8]>, Arc<Statement>>,
+    /// (Boxed: most sessions never have one, and every session holds this.)
+    prepared: Option<Box<std::collections::HashMap<Box<[u8]>, Arc<Statement>>>>,
 }
 
 /// Prepared statements remembered per session at most (beyond it, forgotten all).
@@ -351,10 +352,11 @@ pub fn remember<C: PoolConn>(core: &mut Core<C>, name: &[u8]) {
     if j.digests.is_none() {
         return;
     }
-    if j.prepared.len() >= PREPARED_MAX {
-        j.prepared.clear();
+    let prepared = j.prepared.get_or_insert_default();
+    if prepared.len() >= PREPARED_MAX {
+        prepared.clear();
     }
-    j.prepared.insert(name.into(), stmt);
+    prepared.insert(name.into(), stmt);
 }
 
 /// The statement prepared under `name` runs now: it is the one to count.
@@ -362,7 +364,8 @@ pub fn recall<C: PoolConn>(core: &mut Core<C>, name: &[u8]) {
     let Some(j) = core.judging.as_deref() else {
         return;
     };
-    core.digest_next = j.prepared.get(name).map(|stmt| Pending {
+    let known = j.prepared.as_ref().and_then(|p| p.get(name));
+    core.digest_next = known.map(|stmt| Pending {
         stmt: stmt.clone(),
         database: j.database.clone(),
         session: j.session,
@@ -373,6 +376,8 @@ pub fn recall<C: PoolConn>(core: &mut Core<C>, name: &[u8]) {
 /// The statement prepared under `name` was closed.
 pub fn forget<C: PoolConn>(core: &mut Core<C>, name: &[u8]) {
     if let Some(j) = core.judging.as_deref_mut() {
-        j.prepared.remove(name);
+        if let Some(p) = j.prepared.as_mut() {
+            p.remove(name);
+        }
     }
 }

@@ -77,8 +77,14 @@ impl PinCounters {
     }
 }
 
+/// What a session changed on its server connections. Most sessions change nothing, and
+/// every connected client holds a ledger: an empty one is a null pointer, and reads go
+/// through [`Entries`] (an empty set of them when there is none).
 #[derive(Debug, Default, Clone)]
-pub struct Ledger {
+pub struct Ledger(Option<Box<Entries>>);
+
+#[derive(Debug, Default, Clone)]
+pub struct Entries {
     /// Session-level SETs to replay, by parameter: the statement text, in the order
     /// the client last set each.
     pub sets: Sets,
@@ -89,7 +95,78 @@ pub struct Ledger {
     pins: BTreeSet<PinReason>,
 }
 
+static NOTHING: Entries = Entries {
+    sets: Sets::EMPTY,
+    staged: Vec::new(),
+    sql_prepared: BTreeSet::new(),
+    hold_cursors: BTreeSet::new(),
+    pins: BTreeSet::new(),
+};
+
+impl std::ops::Deref for Ledger {
+    type Target = Entries;
+    fn deref(&self) -> &Entries {
+        self.0.as_deref().unwrap_or(&NOTHING)
+    }
+}
+
 impl Ledger {
+    fn entries(&mut self) -> &mut Entries {
+        self.0.get_or_insert_default()
+    }
+
+    /// Lets go of the entries once they are all empty again.
+    fn shrink(&mut self) {
+        if self.0.as_deref().is_some_and(Entries::is_empty) {
+            self.0 = None;
+        }
+    }
+
+    /// Sets or clears a pin the protocol tracks itself (e.g. open prepared statements).
+    pub fn set_pin(&mut self, r: PinReason, on: bool, counters: &PinCounters) {
+        if on {
+            self.entries().pin(r, counters);
+        } else if let Some(e) = self.0.as_deref_mut() {
+            e.pins.remove(&r);
+            self.shrink();
+        }
+    }
+
+    /// The transaction ended: keep its SETs if it committed.
+    pub fn end_transaction(&mut self, committed: bool) {
+        if let Some(e) = self.0.as_deref_mut() {
+            e.end_transaction(committed);
+            self.shrink();
+        }
+    }
+
+    /// Applies a statement the server has confirmed. `in_tx`: it ran inside an explicit
+    /// transaction block.
+    pub fn apply(&mut self, effect: &Effect, in_tx: bool, counters: &PinCounters) {
+        match effect {
+            Effect::None
+            | Effect::Begin
+            | Effect::TxEnd
+            | Effect::SetLocal
+            | Effect::KeepForNext => {}
+            Effect::DiscardAll => self.0 = None,
+            _ => {
+                self.entries().apply(effect, in_tx, counters);
+                self.shrink();
+            }
+        }
+    }
+}
+
+impl Entries {
+    fn is_empty(&self) -> bool {
+        self.sets.is_empty()
+            && self.staged.is_empty()
+            && self.sql_prepared.is_empty()
+            && self.hold_cursors.is_empty()
+            && self.pins.is_empty()
+    }
+
     pub fn is_pinned(&self) -> bool {
         !self.pins.is_empty() || self.sets.identity()
     }
@@ -102,15 +179,6 @@ impl Ledger {
     pub fn pin_reasons(&self) -> impl Iterator<Item = PinReason> + '_ {
         let role = self.sets.identity().then_some(PinReason::Role);
         self.pins.iter().copied().chain(role)
-    }
-
-    /// Sets or clears a pin the protocol tracks itself (e.g. open prepared statements).
-    pub fn set_pin(&mut self, r: PinReason, on: bool, counters: &PinCounters) {
-        if on {
-            self.pin(r, counters);
-        } else {
-            self.pins.remove(&r);
-        }
     }
 
     fn pin(&mut self, r: PinReason, counters: &PinCounters) {
@@ -130,8 +198,7 @@ impl Ledger {
         }
     }
 
-    /// The transaction ended: keep its SETs if it committed.
-    pub fn end_transaction(&mut self, committed: bool) {
+    fn end_transaction(&mut self, committed: bool) {
         let staged = std::mem::take(&mut self.staged);
         if committed {
             for (name, sql) in staged {
@@ -140,9 +207,7 @@ impl Ledger {
         }
     }
 
-    /// Applies a statement the server has confirmed. `in_tx`: it ran inside an explicit
-    /// transaction block.
-    pub fn apply(&mut self, effect: &Effect, in_tx: bool, counters: &PinCounters) {
+    fn apply(&mut self, effect: &Effect, in_tx: bool, counters: &PinCounters) {
         match effect {
             Effect::Set { name, sql } => {
                 if !identity_default(name, sql) && !self.sets.identity() {
@@ -176,9 +241,7 @@ impl Ledger {
                 self.sql_prepared.clear();
                 self.pins.remove(&PinReason::SqlPrepare);
             }
-            Effect::DiscardAll => {
-                *self = Ledger::default();
-            }
+            Effect::DiscardAll => *self = Entries::default(),
             Effect::DiscardTemp => {
                 self.pins.remove(&PinReason::TempTable);
             }

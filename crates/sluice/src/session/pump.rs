@@ -39,7 +39,11 @@ pub struct Pump {
     pause_client: bool,
     flush_client: bool,
     flush_server: bool,
-    shutdown_wait: Pin<Box<dyn Future<Output = ()> + Send>>,
+    /// Whether Sluice is stopping, and where the session leaves its waker for the
+    /// stop to wake it: its line in the client book (no waiting future of its own per
+    /// client, which cost 150 bytes an idle client).
+    shutdown: tokio::sync::watch::Receiver<bool>,
+    home: Option<Arc<crate::session::clients::ClientInfo>>,
     /// The session's next timeout (see session/timeouts.rs); only sessions with
     /// timeouts configured ever have a timer.
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
@@ -63,8 +67,8 @@ impl Pump {
         client: Stream,
         cbuf: BytesMut,
         listener: &str,
+        home: Option<Arc<crate::session::clients::ClientInfo>>,
     ) -> Pump {
-        let mut rx = shared.shutdown.clone();
         Pump {
             client,
             cbuf,
@@ -74,9 +78,8 @@ impl Pump {
             pause_client: false,
             flush_client: false,
             flush_server: false,
-            shutdown_wait: Box::pin(async move {
-                let _ = rx.wait_for(|s| *s).await;
-            }),
+            shutdown: shared.shutdown.clone(),
+            home,
             timer: None,
             deadline: None,
             counters: shared.counters.listener(listener),
@@ -158,7 +161,7 @@ impl Pump {
             }
             return Poll::Ready(Event::ClientRead(r));
         }
-        if !self.shutting_down && self.shutdown_wait.as_mut().poll(cx).is_ready() {
+        if !self.shutting_down && self.stopping(cx) {
             return Poll::Ready(Event::Shutdown);
         }
         if self.deadline.is_some()
@@ -172,6 +175,15 @@ impl Pump {
         release(&mut self.to_client);
         release(&mut self.to_server);
         Poll::Pending
+    }
+
+    /// Whether Sluice is stopping; if not, the stop wakes this task (the waker is left
+    /// first, then the flag read: a stop between the two still finds the waker).
+    fn stopping(&mut self, cx: &mut Context<'_>) -> bool {
+        if let Some(home) = &self.home {
+            home.wake_on_stop(cx.waker());
+        }
+        *self.shutdown.borrow()
     }
 
     /// The next event (see [`Pump::poll_io`]).

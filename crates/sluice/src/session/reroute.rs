@@ -39,8 +39,9 @@ pub struct RouteMark {
     written_at: Option<Instant>,
     min_position: Option<u64>,
     /// Split: the server the session's pool is on, as the router names it, with its
-    /// address (a repeated pick of the same server costs no lookup).
-    on: Option<(Arc<str>, String)>,
+    /// address (a repeated pick of the same server costs no lookup; boxed: only split
+    /// routes keep it, and every session holds a mark).
+    on: Option<Box<(Arc<str>, String)>>,
     /// A read lost its connection on the server at this address: the next pick avoids
     /// it (once).
     avoid: Option<String>,
@@ -327,7 +328,7 @@ fn offline(
 
 /// The server the session's pool is on, as the router names it.
 fn pool_server(mark: &RouteMark) -> Option<&str> {
-    mark.on.as_ref().map(|(name, _)| name.as_ref())
+    mark.on.as_deref().map(|(name, _)| name.as_ref())
 }
 
 /// The pool of the same key as `pool` on the server `picked`, if not `pool` itself.
@@ -344,7 +345,7 @@ fn pool_of<C: PoolConn>(
 ) -> Option<Arc<Pool<C>>> {
     if mark
         .on
-        .as_ref()
+        .as_deref()
         .is_some_and(|(name, addr)| *name == picked.name && *addr == pool.key.server)
     {
         return None;
@@ -353,12 +354,12 @@ fn pool_of<C: PoolConn>(
     let server = config.servers.get(&*picked.name)?;
     let addr = format!("{}:{}", server.host, server.port);
     if addr == pool.key.server {
-        mark.on = Some((picked.name.clone(), addr));
+        mark.on = Some(Box::new((picked.name.clone(), addr)));
         return None;
     }
     let next = pool_on_server(shared, listener, (pools, pool), server, (retarget, newer))?;
     tracing::debug!(from = %pool.key.server, to = %next.key.server, "session rerouted");
-    mark.on = Some((picked.name.clone(), next.key.server.clone()));
+    mark.on = Some(Box::new((picked.name.clone(), next.key.server.clone())));
     Some(next)
 }
 

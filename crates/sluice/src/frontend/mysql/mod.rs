@@ -79,13 +79,14 @@ impl Client {
     }
 }
 
-pub async fn serve(a: crate::frontend::Accepted) {
+/// Not itself async (as `session::mysql::run`): the accepted client is kept once, by the
+/// admission phase, not also by a future of this function's.
+pub fn serve(a: crate::frontend::Accepted) -> impl Future<Output = ()> + Send + use<> {
     crate::frontend::admit_then_relay(
         a.shared.clone(),
-        || admit(a),
+        move || admit(a),
         |shared, s, c: Client| crate::session::mysql::run(shared, s, c.stream, c.buf, c.caps),
     )
-    .await;
 }
 
 /// Greeting and login: the logged-in client, or None when the connection ended here.
