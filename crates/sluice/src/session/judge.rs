@@ -36,8 +36,11 @@ pub struct Judging {
     /// protocol relay does not keep their texts (session mode), by name, for digests.
     last: Option<Arc<Statement>>,
     /// (Boxed: most sessions never have one, and every session holds this.)
-    prepared: Option<Box<std::collections::HashMap<Box<[u8]>, Arc<Statement>>>>,
+    prepared: Option<Box<Prepared>>,
 }
+
+/// A session's prepared statements by name, for digests (session mode).
+type Prepared = std::collections::HashMap<Box<[u8]>, Arc<Statement>>;
 
 /// Prepared statements remembered per session at most (beyond it, forgotten all).
 const PREPARED_MAX: usize = 1024;
@@ -375,9 +378,11 @@ pub fn recall<C: PoolConn>(core: &mut Core<C>, name: &[u8]) {
 
 /// The statement prepared under `name` was closed.
 pub fn forget<C: PoolConn>(core: &mut Core<C>, name: &[u8]) {
-    if let Some(j) = core.judging.as_deref_mut() {
-        if let Some(p) = j.prepared.as_mut() {
-            p.remove(name);
-        }
+    if let Some(p) = core
+        .judging
+        .as_deref_mut()
+        .and_then(|j| j.prepared.as_mut())
+    {
+        p.remove(name);
     }
 }
