@@ -216,3 +216,11 @@ impl Handle {
         self.shared.control.stopped.cancel();
     }
 }
+
+/// A handle dropped without [`Handle::shutdown`] (as tests do) still tells its sessions
+/// to end between transactions.
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.begin_shutdown();
+    }
+}

@@ -160,11 +160,20 @@ impl Ledger {
 
 impl Entries {
     fn is_empty(&self) -> bool {
-        self.sets.is_empty()
-            && self.staged.is_empty()
-            && self.sql_prepared.is_empty()
-            && self.hold_cursors.is_empty()
-            && self.pins.is_empty()
+        // Every field named: one added later must be said here, or the ledger would
+        // drop it with the rest.
+        let Entries {
+            sets,
+            staged,
+            sql_prepared,
+            hold_cursors,
+            pins,
+        } = self;
+        sets.is_empty()
+            && staged.is_empty()
+            && sql_prepared.is_empty()
+            && hold_cursors.is_empty()
+            && pins.is_empty()
     }
 
     pub fn is_pinned(&self) -> bool {
