@@ -27,10 +27,16 @@
 #       a GTID replica (read_only) of the "mariadb-primary" server on
 #       PRIMARY_PORT (waits for it), replicating its binary log from the start
 #       (as root); with "sync", a semi-synchronous one; waits until caught up
-#   scripts/bench-server.sh pgbouncer PORT BACKEND_PORT [MODE] [POOL_SIZE]
+#   scripts/bench-server.sh pgbouncer PORT BACKEND_PORT [MODE] [POOL_SIZE] [tls]
 #       PgBouncer (Debian package) in front of 127.0.0.1:BACKEND_PORT,
 #       trust auth, MODE default transaction, pool default 20,
-#       max_client_conn 12000
+#       max_client_conn 12000, listen_backlog 4096 (as Sluice's); with "tls",
+#       clients may log in over TLS (the certificate of BENCH_CERTS below)
+#   scripts/bench-server.sh sluice CONFIG
+#       makes the throwaway certificates in BENCH_CERTS
+#       (/tmp/sluice-bench-certs: server-cert.pem, server-key.pem, ca.pem) if
+#       they are missing, then runs target/release/sluice (SLUICE_BIN) with
+#       CONFIG in this process, which a config with TLS listeners points at
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -40,9 +46,17 @@ source "$SCRIPT_DIR/lib/common.sh"
 source "$SCRIPT_DIR/lib/mariadb.sh"
 sl_init_cleanup
 
-usage() { sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+BENCH_CERTS=/tmp/sluice-bench-certs
+
+usage() { sed -n '2,39p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 (($# >= 2)) || usage
 kind=$1 port=$2
+if [[ "$kind" == sluice ]]; then
+    config=$2
+    [[ -f "$config" ]] || sl_die "no Sluice config at $config"
+    sl_test_certs "$BENCH_CERTS"
+    exec "${SLUICE_BIN:-target/release/sluice}" --config "$config"
+fi
 [[ "$port" =~ ^[1-9][0-9]*$ ]] || usage
 
 case "$kind" in
@@ -115,7 +129,24 @@ case "$kind" in
         ;;
     pgbouncer)
         (($# >= 3)) || usage
-        SL_PGB_PORT_WANTED=$port sl_pgbouncer_start "${4:-transaction}" 127.0.0.1 "$3" postgres "" "${5:-20}" 12000
+        extra="listen_backlog = 4096"
+        case "${6:-}" in
+            tls)
+                sl_test_certs "$BENCH_CERTS"
+                # PgBouncer runs as postgres: it reads a copy of the key it owns.
+                pgb_certs="$(mktemp -d /tmp/sluice-bench-pgbouncer-certs.XXXXXX)"
+                sl_defer "rm -rf '$pgb_certs'"
+                cp "$BENCH_CERTS/server-cert.pem" "$BENCH_CERTS/server-key.pem" "$pgb_certs/"
+                chown -R postgres: "$pgb_certs"
+                extra+=$'\n'"client_tls_sslmode = allow"
+                extra+=$'\n'"client_tls_cert_file = $pgb_certs/server-cert.pem"
+                extra+=$'\n'"client_tls_key_file = $pgb_certs/server-key.pem"
+                ;;
+            "") ;;
+            *) usage ;;
+        esac
+        SL_PGBOUNCER_EXTRA=$extra SL_PGB_PORT_WANTED=$port \
+            sl_pgbouncer_start "${4:-transaction}" 127.0.0.1 "$3" postgres "" "${5:-20}" 12000
         ;;
     *) usage ;;
 esac

@@ -149,7 +149,8 @@ struct CompareArgs {
     /// Where to write the results document (default target/bench/<file stem>.json).
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Only these tables (ids), and the connection scale only if named "scale".
+    /// Only these tables (ids), the connection scale only if named "scale", the login
+    /// storm only if named "storm".
     #[arg(long)]
     only: Vec<String>,
     /// Override the file's rounds.
@@ -277,6 +278,7 @@ fn setup(a: SetupArgs) -> Result<ExitCode> {
         user: a.login.user(),
         password: a.login.password(),
         db: a.login.db.clone(),
+        tls: false,
     };
     let filled = block_on(ensure_table(&t, a.keys))??;
     println!(

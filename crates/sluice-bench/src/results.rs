@@ -32,6 +32,9 @@ pub struct Results {
     /// Connection-scale measurements (empty when the file asked for none).
     #[serde(default)]
     pub scale: Vec<ScaleRecord>,
+    /// Login storms (empty when the file asked for none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub storm: Vec<StormRecord>,
     /// Failover rounds (empty unless the file is a failover file).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failover: Vec<FailoverRecord>,
@@ -140,6 +143,45 @@ pub struct ScaleRecord {
     /// The active set alone, and with the idle crowd connected.
     pub without_idle: Summary,
     pub with_idle: Summary,
+}
+
+/// A login storm through one target: every round, `clients` clients connect at once.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StormRecord {
+    pub target: String,
+    /// "pg" or "mysql".
+    pub protocol: String,
+    /// Whether the clients logged in over TLS.
+    #[serde(default)]
+    pub tls: bool,
+    pub clients: usize,
+    pub rounds: Vec<StormRound>,
+}
+
+/// One storm.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StormRound {
+    /// From the first connect to the last client logged in (or given up), seconds.
+    pub seconds: f64,
+    /// Clients that could not log in (refused, failed or timed out).
+    pub failed: usize,
+    /// The first failure's message.
+    #[serde(default)]
+    pub first_error: String,
+    /// Each client's time from its connect to its login, median and 99th percentile, ms.
+    pub login_p50_ms: f64,
+    pub login_p99_ms: f64,
+    /// The proxy's CPU time over the storm, seconds.
+    pub cpu_seconds: f64,
+}
+
+impl StormRecord {
+    /// The median round by its time (the rounds' middle one; the later of two).
+    pub fn median(&self) -> Option<&StormRound> {
+        let mut by_time: Vec<&StormRound> = self.rounds.iter().collect();
+        by_time.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+        by_time.get(by_time.len() / 2).copied()
+    }
 }
 
 /// How a failover round was run (the same for every round of a file).

@@ -66,6 +66,8 @@ pub struct RunSpec {
     pub user: String,
     pub password: String,
     pub db: String,
+    /// Log in over TLS (see `SqlTarget::tls`).
+    pub tls: bool,
     pub table: String,
     /// Columns returned: None takes the scenario's default (`c`; kv-lookup `id,k,c,pad`).
     pub columns: Option<String>,
@@ -92,6 +94,7 @@ impl RunSpec {
             user: protocol.default_user().to_string(),
             password: String::new(),
             db: "bench".to_string(),
+            tls: false,
             table: sql::TABLE.to_string(),
             columns: None,
             key_column: "id".to_string(),
@@ -224,6 +227,7 @@ impl RunSpec {
             user: self.user.clone(),
             password: self.password.clone(),
             db: self.db.clone(),
+            tls: self.tls,
         }
     }
 }

@@ -99,6 +99,7 @@ pub fn run(f: &BenchFile, fo: &FailoverSpec, opts: &CompareOptions) -> Result<Re
         tables: Vec::new(),
         runs: Vec::new(),
         scale: Vec::new(),
+        storm: Vec::new(),
         failover: records,
     })
 }

@@ -37,6 +37,8 @@ pub struct BenchFile {
     #[serde(default)]
     pub scale: Option<ScaleSpec>,
     #[serde(default)]
+    pub storm: Option<StormSpec>,
+    #[serde(default)]
     pub failover: Option<FailoverSpec>,
 }
 
@@ -134,6 +136,10 @@ pub struct TargetSpec {
     /// process's tree (a wrapper script's child); default: the started process itself.
     #[serde(default)]
     pub measure: Option<String>,
+    /// Log in over TLS (the load generator does not check the certificate: it measures
+    /// what the handshake costs the target).
+    #[serde(default)]
+    pub tls: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -187,6 +193,27 @@ pub struct ScaleSpec {
     /// Seconds waited after the idle clients connected before memory is read.
     #[serde(default = "d_settle")]
     pub settle: f64,
+}
+
+/// A login storm: `clients` clients of each target connect at the same moment; what is
+/// measured is the time until the last of them is logged in, and how many could not log
+/// in within `timeout` seconds.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StormSpec {
+    /// Targets measured (each must name a process: its CPU time is read around the storm).
+    pub targets: Vec<String>,
+    pub clients: usize,
+    /// Seconds a client may take to log in before it counts as timed out.
+    #[serde(default = "d_storm_timeout")]
+    pub timeout: f64,
+    /// Storms per target (default: the file's rounds).
+    #[serde(default)]
+    pub rounds: Option<u32>,
+}
+
+fn d_storm_timeout() -> f64 {
+    30.0
 }
 
 /// A failover under load: writers insert numbered rows through a read-write route and
@@ -349,15 +376,28 @@ impl BenchFile {
                 }
             }
         }
+        if let Some(s) = &self.storm {
+            if s.clients == 0 {
+                bail!("storm: clients must be at least 1");
+            }
+            for name in &s.targets {
+                let Some(x) = self.target(name) else {
+                    bail!("storm names target {name:?}, which is not defined");
+                };
+                if x.process.is_none() || x.protocol.sql().is_none() {
+                    bail!("storm target {name:?} must be a SQL target with a `process`");
+                }
+            }
+        }
         Ok(())
     }
 }
 
 impl BenchFile {
     fn validate_failover(&self, fo: &FailoverSpec) -> Result<()> {
-        if !self.table.is_empty() || self.scale.is_some() {
+        if !self.table.is_empty() || self.scale.is_some() || self.storm.is_some() {
             bail!(
-                "a file with [failover] has no [[table]] or [scale]: a failover uses its cluster up"
+                "a file with [failover] has no [[table]], [scale] or [storm]: a failover uses its cluster up"
             );
         }
         let mut protocol = None;
@@ -492,6 +532,11 @@ mod tests {
                 "title = \"f\"",
                 "title = \"f\"\n[scale]\ntargets = []\nidle = 1",
                 "no [[table]]",
+            ),
+            (
+                "title = \"f\"",
+                "title = \"f\"\n[storm]\ntargets = []\nclients = 1",
+                "[storm]",
             ),
         ] {
             let text = FAILOVER.replace(from, to);

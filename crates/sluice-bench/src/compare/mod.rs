@@ -12,6 +12,7 @@ mod failover;
 pub mod file;
 pub mod procs;
 mod scale;
+mod storm;
 
 use crate::results::{Results, RunRecord, Settings, TableInfo, VERSION};
 use crate::scenario::Plan;
@@ -26,7 +27,8 @@ use std::time::Duration;
 
 #[derive(Debug, Clone, Default)]
 pub struct CompareOptions {
-    /// Only these table ids ("scale" for the connection scale); empty: everything.
+    /// Only these table ids ("scale" for the connection scale, "storm" for the login
+    /// storm); empty: everything.
     pub only: Vec<String>,
     pub rounds: Option<u32>,
     pub duration: Option<Duration>,
@@ -74,6 +76,7 @@ pub fn run_started(f: &BenchFile, opts: &CompareOptions, procs: &mut Procs) -> R
         tables: Vec::new(),
         runs: Vec::new(),
         scale: Vec::new(),
+        storm: Vec::new(),
         failover: Vec::new(),
     };
     for t in f.table.iter().filter(|t| opts.wants(&t.id)) {
@@ -91,6 +94,15 @@ pub fn run_started(f: &BenchFile, opts: &CompareOptions, procs: &mut Procs) -> R
             results.scale.push(rec);
         }
     }
+    if let Some(s) = &f.storm
+        && opts.wants("storm")
+    {
+        for name in &s.targets {
+            let target = f.target(name).context("storm target")?;
+            let rec = storm::measure(f, s, target, opts, procs)?;
+            results.storm.push(rec);
+        }
+    }
     for t in f.table.iter().filter(|t| opts.wants(&t.id)) {
         run_table(f, t, opts, procs, &mut results)?;
     }
@@ -101,6 +113,7 @@ pub fn run_started(f: &BenchFile, opts: &CompareOptions, procs: &mut Procs) -> R
         .filter(|n| {
             results.runs.iter().any(|r| &r.target == *n)
                 || results.scale.iter().any(|s| &s.target == *n)
+                || results.storm.iter().any(|s| &s.target == *n)
         })
         .cloned()
         .collect();
@@ -297,6 +310,7 @@ fn spec_for(f: &BenchFile, t: &TableSpec, target: &TargetSpec) -> Result<RunSpec
     let mut spec = RunSpec::new(t.scenario, protocol, &target.addr);
     spec.mode = t.mode;
     spec.depth = t.depth;
+    spec.tls = target.tls;
     if t.scenario == Scenario::KvLookup && target.protocol.sql().is_some() {
         // The SQL baseline of a lookup: a prepared point select of the same columns.
         spec.scenario = Scenario::PointSelect;
@@ -336,6 +350,7 @@ pub fn sql_target(t: &TargetSpec) -> Result<SqlTarget> {
             .unwrap_or_else(|| protocol.default_user().to_string()),
         password,
         db: t.db.clone(),
+        tls: t.tls,
     })
 }
 

@@ -96,6 +96,9 @@ fn document(out: &mut String, view: &DocView<'_>, opts: &ReportOptions) {
     if !doc.scale.is_empty() {
         scale(out, &doc.scale);
     }
+    if !doc.storm.is_empty() {
+        super::storm::render(out, &doc.storm);
+    }
     super::failover::render(out, &doc.failover);
 }
 

@@ -11,6 +11,7 @@ mod charts;
 mod failover;
 mod group;
 mod markdown;
+mod storm;
 mod svg;
 mod text;
 

@@ -4,7 +4,7 @@ use super::group::{GroupStats, median};
 use super::svg::{LinearAxis, LogAxis, micros_label};
 use super::text::{int, num, xml};
 use super::*;
-use crate::results::{Machine, ProcUsage, ScaleRecord, Settings, VERSION};
+use crate::results::{Machine, ProcUsage, ScaleRecord, Settings, StormRecord, StormRound, VERSION};
 use crate::stats::{Latency, Summary};
 
 fn summary(ops_per_sec: f64, errors: u64, p50: u64) -> Summary {
@@ -82,6 +82,7 @@ fn doc(title: &str, tables: Vec<TableInfo>, runs: Vec<RunRecord>) -> Results {
         tables,
         runs,
         scale: Vec::new(),
+        storm: Vec::new(),
         failover: Vec::new(),
     }
 }
@@ -485,4 +486,36 @@ fn machines_scale_and_bad_ids() {
     let e = render(&[a.clone(), a], &opts()).expect_err("same ids in two documents");
     assert!(e.to_string().contains("pg-a"), "{e}");
     assert!(render(&[], &opts()).is_err());
+}
+
+#[test]
+fn login_storms_show_their_median_round() {
+    let round = |seconds: f64, failed: usize, error: &str| StormRound {
+        seconds,
+        failed,
+        first_error: error.to_string(),
+        login_p50_ms: seconds * 500.0,
+        login_p99_ms: seconds * 900.0,
+        cpu_seconds: seconds / 2.0,
+    };
+    let mut a = clean_doc();
+    a.storm.push(StormRecord {
+        target: "sluice-tls".to_string(),
+        protocol: "pg".to_string(),
+        tls: true,
+        clients: 10_000,
+        rounds: vec![
+            round(7.0, 0, ""),
+            round(5.0, 0, ""),
+            round(6.0, 2, "refused"),
+        ],
+    });
+    let md = render(&[a], &opts()).expect("renders").markdown;
+    assert!(md.contains("### Login storm"), "{md}");
+    assert!(
+        md.contains(
+            "| sluice-tls (PostgreSQL, TLS) | 10,000 | 6.00 | 2 (refused) | 3,000.0 | 5,400.0 | 3.00 | 7.00, 5.00, 6.00 |"
+        ),
+        "{md}"
+    );
 }

@@ -12,6 +12,7 @@ pub mod kv;
 pub mod orders;
 pub mod setup;
 pub mod sql;
+pub mod tls;
 
 use crate::stats::Stats;
 use anyhow::{Context, Result, bail};

@@ -142,6 +142,9 @@ pub struct SqlTarget {
     pub user: String,
     pub password: String,
     pub db: String,
+    /// Log in over TLS, without checking the server's certificate (a benchmark measures
+    /// the handshake, not trust).
+    pub tls: bool,
 }
 
 /// One logged-in connection with the workload's statements prepared (prepared mode).
@@ -205,14 +208,23 @@ impl SqlConn {
                     if !t.password.is_empty() {
                         cfg.password(&t.password);
                     }
-                    let (client, connection) = cfg
-                        .connect(tokio_postgres::NoTls)
-                        .await
-                        .with_context(|| format!("connect to {} as {}", t.addr, t.user))?;
-                    tokio::spawn(async move {
+                    let client = if t.tls {
+                        cfg.ssl_mode(tokio_postgres::config::SslMode::Require);
+                        let (client, connection) = cfg
+                            .connect(super::tls::pg()?)
+                            .await
+                            .with_context(|| format!("connect to {} as {}", t.addr, t.user))?;
                         // Ends with the client; an error shows up on the client's calls.
-                        let _ = connection.await;
-                    });
+                        tokio::spawn(connection);
+                        client
+                    } else {
+                        let (client, connection) = cfg
+                            .connect(tokio_postgres::NoTls)
+                            .await
+                            .with_context(|| format!("connect to {} as {}", t.addr, t.user))?;
+                        tokio::spawn(connection);
+                        client
+                    };
                     Ok(SqlConn::Pg {
                         client,
                         stmts: Vec::new(),
@@ -228,7 +240,8 @@ impl SqlConn {
                         // Stay on TCP to the given address (mysql_async would otherwise
                         // switch to the server's Unix socket for a loopback address).
                         .prefer_socket(false)
-                        .tcp_nodelay(true);
+                        .tcp_nodelay(true)
+                        .ssl_opts(t.tls.then(super::tls::mysql));
                     let conn = mysql_async::Conn::new(opts)
                         .await
                         .with_context(|| format!("connect to {} as {}", t.addr, t.user))?;
