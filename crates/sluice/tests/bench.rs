@@ -136,6 +136,7 @@ fn pg_scenarios_direct_and_through_sluice() {
         user: "postgres".into(),
         password: pg.password().into(),
         db: "bench".into(),
+        tls: false,
     };
     assert!(
         block_on(ensure_table(&direct, KEYS)).expect("setup"),
@@ -175,6 +176,7 @@ password = "{}"
         user: db.user().into(),
         password: db.password().into(),
         db: "bench".into(),
+        tls: false,
     };
     assert!(block_on(ensure_table(&direct, KEYS)).expect("setup"));
     let addrs = [
@@ -202,6 +204,8 @@ fn a_benchmark_file_runs_end_to_end() {
     let pg = common::pg();
     let dir = tempfile::tempdir().expect("tempdir");
     let port = sluice_testkit::free_port();
+    let tls_port = sluice_testkit::free_port();
+    let (_ca, cert, key) = sluice_testkit::tls_files(dir.path()).expect("certificates");
     let config = dir.path().join("sluice.toml");
     std::fs::write(
         &config,
@@ -228,9 +232,21 @@ address = "127.0.0.1:{port}"
 cluster = "pg"
 pool = "tx"
 auth = "scram-sha-256"
+
+[listeners.tls]
+protocol = "postgres"
+address = "127.0.0.1:{tls_port}"
+cluster = "pg"
+pool = "tx"
+auth = "scram-sha-256"
+tls = "require"
+tls_cert_file = "{cert}"
+tls_key_file = "{key}"
 "#,
             pg.port(),
-            pw = pg.password()
+            pw = pg.password(),
+            cert = cert.display(),
+            key = key.display(),
         ),
     )
     .expect("write config");
@@ -248,7 +264,7 @@ keys = {KEYS}
 [[process]]
 name = "sluice"
 command = ["{bin}", "--config", "{config}"]
-ready = ["127.0.0.1:{port}"]
+ready = ["127.0.0.1:{port}", "127.0.0.1:{tls_port}"]
 
 [[target]]
 name = "direct"
@@ -262,6 +278,14 @@ protocol = "pg"
 addr = "127.0.0.1:{port}"
 password_env = "SLUICE_TEST_PG_PASSWORD"
 process = "sluice"
+
+[[target]]
+name = "sluice-tls"
+protocol = "pg"
+addr = "127.0.0.1:{tls_port}"
+password_env = "SLUICE_TEST_PG_PASSWORD"
+process = "sluice"
+tls = true
 
 [[table]]
 id = "ping"
@@ -284,6 +308,11 @@ idle = 40
 active = 2
 duration = 0.3
 settle = 0.2
+
+[storm]
+targets = ["sluice-tx", "sluice-tls"]
+clients = 30
+rounds = 2
 "#,
             bin = env!("CARGO_BIN_EXE_sluice"),
             config = config.display(),
@@ -300,10 +329,10 @@ settle = 0.2
         ..Default::default()
     };
     let results = compare::run_file(&bench, &opts).expect("compare");
-    assert_eq!(results.targets, ["direct", "sluice-tx"]);
+    assert_eq!(results.targets, ["direct", "sluice-tx", "sluice-tls"]);
     assert_eq!(results.tables.len(), 2);
-    // ping: 2 connection counts x 2 rounds x 2 targets; rw: 1 x 1 x 2.
-    assert_eq!(results.runs.len(), 10);
+    // ping: 2 connection counts x 2 rounds x 3 targets; rw: 1 x 1 x 3.
+    assert_eq!(results.runs.len(), 15);
     for r in &results.runs {
         check(
             &format!("{} {} c{} r{}", r.table, r.target, r.connections, r.round),
@@ -311,7 +340,7 @@ settle = 0.2
         );
         match (r.target.as_str(), &r.process) {
             ("direct", None) => {}
-            ("sluice-tx", Some(p)) => {
+            ("sluice-tx" | "sluice-tls", Some(p)) => {
                 assert!(
                     p.cpu_s >= 0.0 && p.rss_kib > 0 && p.peak_rss_kib >= p.rss_kib,
                     "{p:?}"
@@ -324,16 +353,42 @@ settle = 0.2
     let order: Vec<&str> = results
         .runs
         .iter()
-        .take(4)
+        .take(6)
         .map(|r| r.target.as_str())
         .collect();
-    assert_eq!(order, ["direct", "sluice-tx", "direct", "sluice-tx"]);
+    assert_eq!(
+        order,
+        [
+            "direct",
+            "sluice-tx",
+            "sluice-tls",
+            "direct",
+            "sluice-tx",
+            "sluice-tls"
+        ]
+    );
     assert_eq!(results.scale.len(), 1);
     let sc = &results.scale[0];
     assert_eq!((sc.idle, sc.active), (40, 2));
     assert!(sc.rss_before_kib > 0 && sc.bytes_per_idle.is_finite());
     check("scale alone", &sc.without_idle);
     check("scale with idle", &sc.with_idle);
+    // Login storms, plain and over TLS: every client logged in, every round.
+    let storms: Vec<(&str, bool)> = results
+        .storm
+        .iter()
+        .map(|s| (s.target.as_str(), s.tls))
+        .collect();
+    assert_eq!(storms, [("sluice-tx", false), ("sluice-tls", true)]);
+    for s in &results.storm {
+        assert_eq!(s.rounds.len(), 2, "{s:?}");
+        for r in &s.rounds {
+            assert!(
+                r.failed == 0 && r.seconds > 0.0 && r.login_p99_ms > 0.0,
+                "{s:?}"
+            );
+        }
+    }
     // The document survives JSON and renders.
     let text = serde_json::to_string(&results).expect("json");
     let back = Results::from_json(&text).expect("read back");
@@ -353,6 +408,11 @@ settle = 0.2
     assert!(r.markdown.contains("ratio to direct"), "{}", r.markdown);
     assert!(r.markdown.contains("a note"));
     assert!(r.markdown.contains("Connection scale"));
+    assert!(
+        r.markdown.contains("| sluice-tls (PostgreSQL, TLS) | 30 |"),
+        "{}",
+        r.markdown
+    );
     assert_eq!(r.charts.len(), 4);
     // Everything the file started is stopped.
     let log = std::fs::read_to_string(dir.path().join("logs/sluice.log")).unwrap_or_default();

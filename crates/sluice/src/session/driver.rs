@@ -73,6 +73,9 @@ pub struct Core<C: PoolConn> {
     pub lost_tx: Option<Box<Error>>,
     /// What the request being routed is (split routes; a write otherwise).
     class: sluice_sql::Class,
+    /// `class` was found for the request being handled (by `route`), so that the
+    /// protocol need not classify it again (see [`Core::routed_class`]).
+    classified: bool,
     /// The session's view of the query rules, when any apply (session/judge.rs).
     pub judging: Option<Box<super::judge::Judging>>,
     /// Where a rule or table rule sends the request being routed (None: the
@@ -130,6 +133,7 @@ impl<C: PoolConn> Core<C> {
             retried: false,
             lost_tx: None,
             class: sluice_sql::Class::Write,
+            classified: false,
             judging: seat.judging,
             target: None,
             deferred: None,
@@ -142,6 +146,19 @@ impl<C: PoolConn> Core<C> {
 
     pub fn tx_mode(&self) -> bool {
         self.mode == PoolMode::Transaction
+    }
+
+    /// Whether a read may be sent once more to another server (see [`arm_retry`]): only
+    /// in transaction mode, on a route that reads from replicas. (Callers skip
+    /// classifying the request when not.)
+    pub fn may_retry(&self) -> bool {
+        self.tx_mode() && self.cfg.route.kind != sluice_config::RouteKind::ReadWrite
+    }
+
+    /// What `route` found the request being handled to be, if it classified it (once:
+    /// the answer is for this request only).
+    pub fn routed_class(&mut self) -> Option<sluice_sql::Class> {
+        std::mem::take(&mut self.classified).then_some(self.class)
     }
 
     /// The request about to be handled is one sent again (see session/lost.rs).
@@ -333,7 +350,11 @@ async fn main_loop<R: Relay>(r: &mut R) -> End {
         let step = match ev {
             Event::ServerRead(Ok(0) | Err(_)) if r.server_may_close() => Err(End::ServerClosed),
             Event::ServerRead(Ok(0)) => Box::pin(lost::server_lost(r, None)).await,
-            Event::ServerRead(Ok(_)) => {
+            Event::ServerRead(Ok(n)) => {
+                // The answer goes on to the client about as long as it came: one
+                // allocation for it rather than growing the (released) buffer packet by
+                // packet.
+                r.io.to_client.reserve(n);
                 let before = r.io.to_client.len();
                 let step = Box::pin(r.on_server()).await;
                 if r.io.to_client.len() != before {
@@ -370,10 +391,7 @@ pub fn arm_retry<C: PoolConn>(core: &mut Core<C>, class: sluice_sql::Class, requ
     if std::mem::take(&mut core.retried) {
         return;
     }
-    if core.tx_mode()
-        && core.cfg.route.kind != sluice_config::RouteKind::ReadWrite
-        && class == sluice_sql::Class::Read
-    {
+    if core.may_retry() && class == sluice_sql::Class::Read {
         core.retry = Some(request.into());
     }
 }
@@ -457,6 +475,7 @@ pub async fn route<R: Relay>(
     // A BEGIN Sluice answered itself holds nothing on a server (its answer may still
     // wait in the client's queue).
     let between = (r.between_requests() || r.deferred.is_some()) && r.muxed.is_none();
+    r.classified = false;
     if r.tx_mode() && r.lease.is_none() && between {
         let cluster = r
             .target
@@ -475,6 +494,7 @@ pub async fn route<R: Relay>(
             sluice_sql::Class::Write
         };
         r.class = class;
+        r.classified = r.cfg.route.kind == sluice_config::RouteKind::Split;
         let mut deadline = None;
         loop {
             let seen = r.shared.topology.snapshot().generation;

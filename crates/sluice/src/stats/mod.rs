@@ -52,17 +52,19 @@ impl Outcome {
     /// What a PostgreSQL CommandComplete tag says a statement did: `SELECT 5` sent
     /// five rows; `INSERT 0 3`, `UPDATE 3`, `DELETE 3`, `MERGE 3` changed three.
     pub fn of_tag(tag: &[u8]) -> Outcome {
-        let text = std::str::from_utf8(tag).unwrap_or_default();
-        let verb = text.split(' ').next().unwrap_or_default();
-        let n = text
-            .rsplit(' ')
-            .next()
-            .and_then(|w| w.parse::<u64>().ok())
-            .unwrap_or(0);
+        // Read as bytes: this runs once per statement.
+        let tag = tag.strip_suffix(&[0]).unwrap_or(tag);
+        let verb = tag.split(|&b| b == b' ').next().unwrap_or_default();
+        let last = tag.rsplit(|&b| b == b' ').next().unwrap_or_default();
+        let n = if !last.is_empty() && last.len() <= 19 && last.iter().all(u8::is_ascii_digit) {
+            last.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'))
+        } else {
+            0
+        };
         let mut o = Outcome::default();
         match verb {
-            "SELECT" | "FETCH" | "COPY" | "MOVE" => o.rows = n,
-            "INSERT" | "UPDATE" | "DELETE" | "MERGE" => o.affected = n,
+            b"SELECT" | b"FETCH" | b"COPY" | b"MOVE" => o.rows = n,
+            b"INSERT" | b"UPDATE" | b"DELETE" | b"MERGE" => o.affected = n,
             _ => {}
         }
         o
@@ -239,6 +241,22 @@ fn quantile(buckets: &[u32; BUCKETS], count: u64, q: f64) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn command_tags_say_rows_sent_and_changed() {
+        let o = |tag: &[u8]| {
+            let o = Outcome::of_tag(tag);
+            (o.rows, o.affected)
+        };
+        assert_eq!(o(b"SELECT 5"), (5, 0));
+        assert_eq!(o(b"INSERT 0 3"), (0, 3));
+        assert_eq!(o(b"UPDATE 12\0"), (0, 12));
+        assert_eq!(o(b"DELETE 18446744073709551615"), (0, 0));
+        assert_eq!(o(b"MERGE 7"), (0, 7));
+        assert_eq!(o(b"CREATE TABLE"), (0, 0));
+        assert_eq!(o(b"SELECT x"), (0, 0));
+        assert_eq!(o(b""), (0, 0));
+    }
 
     fn took(d: Duration) -> (Instant, Instant) {
         let now = Instant::now();

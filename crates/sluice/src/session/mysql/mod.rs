@@ -479,7 +479,11 @@ impl Relay {
     /// The client's query (`len` bytes at the start of its buffer) may go again
     /// elsewhere if its server is lost before it is answered (see driver::arm_retry).
     fn arm_retry(&mut self, len: usize) {
-        let class = self.class_of(consts::COM_QUERY, len);
+        let class = match self.core.routed_class() {
+            Some(class) => class,
+            None if self.core.may_retry() => self.class_of(consts::COM_QUERY, len),
+            None => sluice_sql::Class::Write,
+        };
         let cbuf = std::mem::take(&mut self.core.io.cbuf);
         if let Some(packet) = cbuf.get(..4 + len) {
             driver::arm_retry(&mut self.core, class, packet);

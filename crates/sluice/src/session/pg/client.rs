@@ -99,13 +99,14 @@ impl Relay {
                                 continue;
                             }
                         }
-                        self.keep_for_retry(h.tag, buf, h.frame_len);
+                        let known = self.keep_for_retry(h.tag, buf, h.frame_len);
                         if ruled.is_some() {
                             // A rewritten request is not sent again as the client wrote it.
                             self.core.retry = None;
                         }
                         let body = &buf[5..h.frame_len];
-                        match driver::route(self, |r| r.class_of(h.tag, body)).await {
+                        let class = |r: &Self| known.unwrap_or_else(|| r.class_of(h.tag, body));
+                        match driver::route(self, class).await {
                             Err(end) => return Ok(Some(end)),
                             Ok(Some(e)) => {
                                 self.core.retry = None;

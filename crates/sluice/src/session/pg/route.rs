@@ -25,36 +25,37 @@ impl Relay {
     /// Before a client frame: a lone request outside a transaction (a simple query, or
     /// a round of the extended protocol complete in `buf`) is kept, while nothing of
     /// its answer has come, to go once to another server if its own is lost (see
-    /// driver::arm_retry); any other frame lets go of the one kept.
-    pub(super) fn keep_for_retry(&mut self, tag: u8, buf: &[u8], frame_len: usize) {
+    /// driver::arm_retry); any other frame lets go of the one kept. Returns what the
+    /// request is when it had to find out (the route need not ask again).
+    pub(super) fn keep_for_retry(
+        &mut self,
+        tag: u8,
+        buf: &[u8],
+        frame_len: usize,
+    ) -> Option<Class> {
         if self.round_left > 0 {
             // A later frame of the round kept.
             self.round_left = self.round_left.saturating_sub(frame_len);
-            return;
+            return None;
         }
         self.core.retry = None;
-        let alone = self.tx_mode()
-            && self.core.cfg.route.kind != sluice_config::RouteKind::ReadWrite
+        let alone = self.core.may_retry()
             && self.tracker.is_idle()
             && self.status == b'I'
             && !self.skip_to_sync
             && self.core.muxed.is_none();
         let len = match tag {
-            _ if !alone => return,
+            _ if !alone => return None,
             fe::QUERY => frame_len,
-            fe::PARSE | fe::BIND => match super::muxed::round(buf, self.core.max_message) {
-                Some((_, at)) => at,
-                None => return,
-            },
-            _ => return,
+            fe::PARSE | fe::BIND => super::muxed::round(buf, self.core.max_message)?.1,
+            _ => return None,
         };
-        let (Some(body), Some(request)) = (buf.get(5..frame_len), buf.get(..len)) else {
-            return;
-        };
+        let (body, request) = (buf.get(5..frame_len)?, buf.get(..len)?);
         let class = self.class_of(tag, body);
         driver::arm_retry(&mut self.core, class, request);
         if self.core.retry.is_some() {
             self.round_left = len - frame_len;
         }
+        Some(class)
     }
 }
