@@ -52,9 +52,11 @@ pub fn measure(
             }
         );
         rt.block_on(async {
+            let mut closing = tokio::task::JoinSet::new();
             for c in conns {
-                c.close().await;
+                closing.spawn(c.close());
             }
+            while closing.join_next().await.is_some() {}
         });
         drop(rt);
         record.rounds.push(r);

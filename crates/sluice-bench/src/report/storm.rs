@@ -9,11 +9,13 @@ pub(super) fn render(out: &mut String, records: &[StormRecord]) {
     out.push_str(
         "Every client connects at the same moment and logs in; a storm lasts until the last \
          one is logged in. Per target the median storm of its rounds (by time), with the \
-         time of every round; login p50/p99 are the clients' own times from connect to \
-         logged in; CPU is the target process's over the storm.\n\n",
+         time of every round; login p50/p99 are the logged-in clients' own times from \
+         connect to logged in; failed is the most of any round (with the first error); \
+         CPU is the target process's over the storm. The load generator is one thread \
+         on the same machine: its own side of each login is part of the time.\n\n",
     );
     out.push_str(
-        "| target | clients | all logged in, s | failed | login p50 ms | login p99 ms | \
+        "| target | clients | all logged in, s | failed (worst round) | login p50 ms | login p99 ms | \
          CPU s | every round, s |\n",
     );
     out.push_str("|:---|---:|---:|---:|---:|---:|---:|:---|\n");

@@ -488,13 +488,16 @@ pub async fn route<R: Relay>(
             match (&r.deferred, r.judging.as_deref()) {
                 // The transaction's BEGIN says where it may run.
                 (Some(begin), Some(j)) => sluice_sql::classify(begin, j.dialect()),
-                _ => class(r),
+                _ => {
+                    // (What the request itself is: the protocol may reuse it.)
+                    r.classified = true;
+                    class(r)
+                }
             }
         } else {
             sluice_sql::Class::Write
         };
         r.class = class;
-        r.classified = r.cfg.route.kind == sluice_config::RouteKind::Split;
         let mut deadline = None;
         loop {
             let seen = r.shared.topology.snapshot().generation;
