@@ -367,33 +367,33 @@ impl BenchFile {
             if s.idle == 0 || s.active == 0 {
                 bail!("scale: idle and active must be at least 1");
             }
-            for name in &s.targets {
-                let Some(x) = self.target(name) else {
-                    bail!("scale names target {name:?}, which is not defined");
-                };
-                if x.process.is_none() || x.protocol.sql().is_none() {
-                    bail!("scale target {name:?} must be a SQL target with a `process`");
-                }
-            }
+            self.process_targets("scale", &s.targets)?;
         }
         if let Some(s) = &self.storm {
             if s.clients == 0 {
                 bail!("storm: clients must be at least 1");
             }
-            for name in &s.targets {
-                let Some(x) = self.target(name) else {
-                    bail!("storm names target {name:?}, which is not defined");
-                };
-                if x.process.is_none() || x.protocol.sql().is_none() {
-                    bail!("storm target {name:?} must be a SQL target with a `process`");
-                }
-            }
+            self.process_targets("storm", &s.targets)?;
         }
         Ok(())
     }
 }
 
 impl BenchFile {
+    /// The targets a [scale] or [storm] (`what`) names: defined SQL targets with a
+    /// process to measure.
+    fn process_targets(&self, what: &str, names: &[String]) -> Result<()> {
+        for name in names {
+            let Some(x) = self.target(name) else {
+                bail!("{what} names target {name:?}, which is not defined");
+            };
+            if x.process.is_none() || x.protocol.sql().is_none() {
+                bail!("{what} target {name:?} must be a SQL target with a `process`");
+            }
+        }
+        Ok(())
+    }
+
     fn validate_failover(&self, fo: &FailoverSpec) -> Result<()> {
         if !self.table.is_empty() || self.scale.is_some() || self.storm.is_some() {
             bail!(
@@ -502,6 +502,51 @@ mod tests {
         let f: BenchFile = toml::from_str(text)?;
         f.validate()?;
         Ok(f)
+    }
+
+    #[test]
+    fn storm_sections_are_checked() {
+        let base = r#"
+            title = "s"
+            [[process]]
+            name = "sluice"
+            command = ["sluice"]
+            [[target]]
+            name = "direct"
+            protocol = "pg"
+            addr = "127.0.0.1:1"
+            [[target]]
+            name = "proxy"
+            protocol = "pg"
+            addr = "127.0.0.1:2"
+            process = "sluice"
+            tls = true
+            [storm]
+            targets = ["proxy"]
+            clients = 10
+        "#;
+        let f = check(base).unwrap_or_else(|e| panic!("{e:#}"));
+        let s = f.storm.unwrap_or_else(|| panic!("no [storm]"));
+        assert_eq!((s.clients, s.timeout, s.rounds), (10, 30.0, None));
+        for (from, to, why) in [
+            ("clients = 10", "clients = 0", "at least 1"),
+            (
+                "targets = [\"proxy\"]",
+                "targets = [\"nope\"]",
+                "not defined",
+            ),
+            (
+                "targets = [\"proxy\"]",
+                "targets = [\"direct\"]",
+                "with a `process`",
+            ),
+        ] {
+            let e = check(&base.replace(from, to))
+                .map(|_| ())
+                .err()
+                .map(|e| format!("{e:#}"));
+            assert!(e.as_deref().is_some_and(|e| e.contains(why)), "{to}: {e:?}");
+        }
     }
 
     #[test]
