@@ -84,15 +84,6 @@ pub struct Core<C: PoolConn> {
     /// A BEGIN answered by Sluice, sent before the transaction's first statement on the
     /// server that statement goes to (session/judge.rs).
     pub deferred: Option<Box<[u8]>>,
-    /// The statement judged last, to be counted in its digest once sent and answered;
-    /// those sent, by the protocol's token (session/judge.rs).
-    pub digest_next: Option<super::judge::Pending>,
-    pub digest_wait: std::collections::VecDeque<(u64, super::judge::Pending)>,
-    /// A rule's timeout for the statement judged last (PostgreSQL: the clock cancels
-    /// it; MariaDB gets it as max_statement_time in the statement's text).
-    pub stmt_timeout: Option<std::time::Duration>,
-    /// A rule mirrors the statement judged last to this cluster.
-    pub mirror_to: Option<Arc<str>>,
 }
 
 /// What a session knows when it starts relaying.
@@ -137,10 +128,6 @@ impl<C: PoolConn> Core<C> {
             judging: seat.judging,
             target: None,
             deferred: None,
-            digest_next: None,
-            digest_wait: Default::default(),
-            stmt_timeout: None,
-            mirror_to: None,
         }
     }
 
@@ -307,38 +294,10 @@ async fn main_loop<R: Relay>(r: &mut R) -> End {
         if r.io.shutting_down && r.idle() && r.io.to_client.is_empty() {
             return End::Shutdown;
         }
-        if let Some(answer) = r.muxed.clone() {
-            let mut gone = false;
-            let done = {
-                let sink = r.answer_sink().map(std::mem::take);
-                let core: &mut Core<R::Conn> = r;
-                match sink {
-                    Some(mut s) => {
-                        let d = core.io.next_answer(&answer, Some(&mut s), &mut gone).await;
-                        if let Some(back) = r.answer_sink() {
-                            *back = s;
-                        }
-                        d
-                    }
-                    None => core.io.next_answer(&answer, None, &mut gone).await,
-                }
-            };
-            if gone {
-                return End::ClientLeft;
-            }
-            if let Some(done) = done {
-                r.muxed = None;
-                let step = match done {
-                    // The shared connection was lost before any answer byte: a read
-                    // goes once to another server.
-                    Err(e) if lost::gone_server(&e) && !answer.delivered() && r.retry.is_some() => {
-                        Box::pin(lost::send_again(r)).await
-                    }
-                    done => Box::pin(r.answered(&answer, done)).await,
-                };
-                if let Err(end) = step {
-                    return end;
-                }
+        if r.muxed.is_some() {
+            // Boxed, as the steps are: an idle client's task holds only its wait.
+            if let Err(end) = Box::pin(await_answer(r)).await {
+                return end;
             }
             continue;
         }
@@ -378,6 +337,44 @@ async fn main_loop<R: Relay>(r: &mut R) -> End {
         if let Err(end) = step {
             return end;
         }
+    }
+}
+
+/// Waits for (part of) the answer to the client's request from a shared connection,
+/// and hands it on when complete.
+async fn await_answer<R: Relay>(r: &mut R) -> Result<(), End> {
+    let Some(answer) = r.muxed.clone() else {
+        return Ok(());
+    };
+    let mut gone = false;
+    let done = {
+        let sink = r.answer_sink().map(std::mem::take);
+        let core: &mut Core<R::Conn> = r;
+        match sink {
+            Some(mut s) => {
+                let d = core.io.next_answer(&answer, Some(&mut s), &mut gone).await;
+                if let Some(back) = r.answer_sink() {
+                    *back = s;
+                }
+                d
+            }
+            None => core.io.next_answer(&answer, None, &mut gone).await,
+        }
+    };
+    if gone {
+        return Err(End::ClientLeft);
+    }
+    let Some(done) = done else {
+        return Ok(());
+    };
+    r.muxed = None;
+    match done {
+        // The shared connection was lost before any answer byte: a read goes once to
+        // another server.
+        Err(e) if lost::gone_server(&e) && !answer.delivered() && r.retry.is_some() => {
+            lost::send_again(r).await
+        }
+        done => r.answered(&answer, done).await,
     }
 }
 

@@ -37,6 +37,15 @@ pub struct Judging {
     last: Option<Arc<Statement>>,
     /// (Boxed: most sessions never have one, and every session holds this.)
     prepared: Option<Box<Prepared>>,
+    /// The statement judged last, to be counted in its digest once sent and answered;
+    /// those sent, by the protocol's token.
+    next: Option<Pending>,
+    wait: std::collections::VecDeque<(u64, Pending)>,
+    /// A rule's timeout for the statement judged last (PostgreSQL: the clock cancels
+    /// it; MariaDB gets it as max_statement_time in the statement's text).
+    stmt_timeout: Option<std::time::Duration>,
+    /// A rule mirrors the statement judged last to this cluster.
+    mirror_to: Option<Arc<str>>,
 }
 
 /// A session's prepared statements by name, for digests (session mode).
@@ -89,6 +98,10 @@ impl Judging {
             session: DigestKey::session(user, database, &listener.name),
             last: None,
             prepared: Default::default(),
+            next: None,
+            wait: Default::default(),
+            stmt_timeout: None,
+            mirror_to: None,
         }))
     }
 
@@ -140,9 +153,11 @@ pub fn judge<C: PoolConn>(
     (again, simple, between): (bool, bool, bool),
 ) -> Judged {
     core.target = None;
-    core.digest_next = None;
-    core.stmt_timeout = None;
-    core.mirror_to = None;
+    if let Some(j) = core.judging.as_deref_mut() {
+        j.next = None;
+        j.stmt_timeout = None;
+        j.mirror_to = None;
+    }
     if let Some(database) = database
         && let Some(j) = core.judging.as_deref_mut()
         && *j.database != *database
@@ -198,7 +213,9 @@ pub fn judge<C: PoolConn>(
         ));
     }
     let routes = j.rules.set.routes();
-    core.digest_next = pending;
+    if let Some(j) = core.judging.as_deref_mut() {
+        j.next = pending;
+    }
     if routes && simple && !again {
         match (transaction_word(&stmt.facts), core.deferred.is_some()) {
             (Some(Tx::Begin), false) if between && core.tx_mode() && core.lease.is_none() => {
@@ -227,14 +244,13 @@ pub fn judge<C: PoolConn>(
         }
         core.target = Some(t);
     }
-    if between && !again {
-        core.mirror_to = v.mirror;
-    }
+    let mirror = if between && !again { v.mirror } else { None };
+    let mut stmt_timeout = None;
     let dialect = j.rules.cache.dialect();
     let mut rewrite = v.rewrite;
     if let Some(t) = v.timeout {
         match dialect {
-            sluice_sql::Dialect::Postgres => core.stmt_timeout = Some(t),
+            sluice_sql::Dialect::Postgres => stmt_timeout = Some(t),
             // MariaDB cancels it itself.
             sluice_sql::Dialect::MySql => {
                 let text = rewrite.as_deref().unwrap_or(sql);
@@ -245,7 +261,7 @@ pub fn judge<C: PoolConn>(
             }
         }
     }
-    match rewrite {
+    let judged = match rewrite {
         Some(text) if sluice_sql::facts(&text, dialect).several => Judged::Refuse(Error::new(
             Kind::Denied,
             Side::Client,
@@ -253,6 +269,44 @@ pub fn judge<C: PoolConn>(
         )),
         Some(text) => Judged::Rewrite(text),
         None => Judged::Run,
+    };
+    if let Some(j) = core.judging.as_deref_mut() {
+        j.mirror_to = mirror;
+        j.stmt_timeout = stmt_timeout;
+    }
+    judged
+}
+
+impl<C: PoolConn> Core<C> {
+    /// Statements sent await their answers to be counted in their digests.
+    pub fn digests_waiting(&self) -> bool {
+        self.judging.as_ref().is_some_and(|j| !j.wait.is_empty())
+    }
+
+    /// The statement judged last is not counted in a digest now (a prepare: counted
+    /// when executed).
+    pub fn skip_digest(&mut self) {
+        if let Some(j) = self.judging.as_deref_mut() {
+            j.next = None;
+        }
+    }
+
+    /// Nothing sent before is counted in a digest any more (the session was reset).
+    pub fn forget_digests(&mut self) {
+        if let Some(j) = self.judging.as_deref_mut() {
+            j.next = None;
+            j.wait.clear();
+        }
+    }
+
+    /// The cluster a rule mirrors the statement judged last to.
+    pub fn take_mirror(&mut self) -> Option<Arc<str>> {
+        self.judging.as_deref_mut()?.mirror_to.take()
+    }
+
+    /// A rule's timeout for the statement judged last.
+    pub fn take_stmt_timeout(&mut self) -> Option<std::time::Duration> {
+        self.judging.as_deref_mut()?.stmt_timeout.take()
     }
 }
 
@@ -306,27 +360,29 @@ fn may_move<C: PoolConn>(core: &Core<C>, t: &Destination) -> Result<(), Error> {
 /// The statement judged last goes to a server now; its answer ends the protocol's
 /// entry `token` (tokens grow; [`SHARED`] for a shared connection).
 pub fn digest_sent<C: PoolConn>(core: &mut Core<C>, token: u64) {
-    if let Some(p) = core.digest_next.take() {
-        core.digest_wait.push_back((token, p));
+    if let Some(j) = core.judging.as_deref_mut()
+        && let Some(p) = j.next.take()
+    {
+        j.wait.push_back((token, p));
     }
 }
 
 /// The protocol's entry `token` was answered: the statement sent with it is counted in
 /// its digest (those sent before it whose answers never came are dropped).
 pub fn digest_done<C: PoolConn>(core: &mut Core<C>, token: u64, outcome: Outcome) {
-    while let Some((t, _)) = core.digest_wait.front() {
+    let Some(j) = core.judging.as_deref_mut() else {
+        return;
+    };
+    while let Some((t, _)) = j.wait.front() {
         if *t > token {
             break;
         }
-        let Some((t, p)) = core.digest_wait.pop_front() else {
+        let Some((t, p)) = j.wait.pop_front() else {
             break;
         };
         if t != token {
             continue;
         }
-        let Some(j) = core.judging.as_deref() else {
-            return;
-        };
         if let Some(d) = &j.digests {
             let key = DigestKey {
                 digest: p.stmt.facts.digest,
@@ -364,11 +420,11 @@ pub fn remember<C: PoolConn>(core: &mut Core<C>, name: &[u8]) {
 
 /// The statement prepared under `name` runs now: it is the one to count.
 pub fn recall<C: PoolConn>(core: &mut Core<C>, name: &[u8]) {
-    let Some(j) = core.judging.as_deref() else {
+    let Some(j) = core.judging.as_deref_mut() else {
         return;
     };
     let known = j.prepared.as_ref().and_then(|p| p.get(name));
-    core.digest_next = known.map(|stmt| Pending {
+    j.next = known.map(|stmt| Pending {
         stmt: stmt.clone(),
         database: j.database.clone(),
         session: j.session,

@@ -32,6 +32,18 @@ pub struct RouteMark {
     /// Its own round-robin ticket (so that it stays on one replica while nothing
     /// changes).
     pub ticket: usize,
+    /// The cluster its pool is on, when a rule sent it off the listener's, and the role
+    /// a rule asked for there.
+    cluster: Option<Arc<str>>,
+    role: Option<TargetRole>,
+    /// What only split routes and lost reads keep (boxed: every session holds a mark,
+    /// and most never need it).
+    more: Option<Box<More>>,
+}
+
+/// The part of a [`RouteMark`] that split routes and lost reads use.
+#[derive(Debug, Clone, Default)]
+struct More {
     /// Split: its last transaction went to the primary as a write.
     wrote: bool,
     /// Split: when its last write was known to have ended, and the primary's position
@@ -39,16 +51,11 @@ pub struct RouteMark {
     written_at: Option<Instant>,
     min_position: Option<u64>,
     /// Split: the server the session's pool is on, as the router names it, with its
-    /// address (a repeated pick of the same server costs no lookup; boxed: only split
-    /// routes keep it, and every session holds a mark).
-    on: Option<Box<(Arc<str>, String)>>,
+    /// address (a repeated pick of the same server costs no lookup).
+    on: Option<(Arc<str>, String)>,
     /// A read lost its connection on the server at this address: the next pick avoids
     /// it (once).
     avoid: Option<String>,
-    /// The cluster its pool is on, when a rule sent it off the listener's, and the role
-    /// a rule asked for there.
-    cluster: Option<Arc<str>>,
-    role: Option<TargetRole>,
 }
 
 impl RouteMark {
@@ -66,17 +73,28 @@ impl RouteMark {
         self.cluster.as_deref()
     }
 
+    fn more(&mut self) -> &mut More {
+        self.more.get_or_insert_default()
+    }
+
+    /// The server a lost read's next pick avoids, if any.
+    fn avoiding(&self) -> Option<&str> {
+        self.more.as_ref().and_then(|m| m.avoid.as_deref())
+    }
+
     /// The session's read lost its connection on the server at `addr`: its next pick is
     /// made now, and avoids that server.
     pub fn avoid(&mut self, addr: &str) {
-        self.avoid = Some(addr.to_owned());
+        self.more().avoid = Some(addr.to_owned());
     }
 
     /// The session gave its server connection back: a write it ran there is over.
     pub fn released(&mut self) {
-        if std::mem::take(&mut self.wrote) {
-            self.written_at = Some(Instant::now());
-            self.min_position = None;
+        if let Some(m) = self.more.as_deref_mut()
+            && std::mem::take(&mut m.wrote)
+        {
+            m.written_at = Some(Instant::now());
+            m.min_position = None;
         }
     }
 
@@ -97,27 +115,28 @@ impl RouteMark {
             min_position: None,
             avoid: None,
         };
+        let m = self.more();
         if class == Class::Write {
-            self.wrote = true;
+            m.wrote = true;
             return (Route::default(), ask);
         }
         if !route.read_your_writes {
             return (route.clone(), ask);
         }
-        if let Some(at) = self.written_at
-            && self.min_position.is_none()
+        if let Some(at) = m.written_at
+            && m.min_position.is_none()
         {
             let primary = topology.clusters.get(cluster).and_then(|c| c.primary());
             match primary {
                 Some(p) if p.checked_at.is_some_and(|c| c > at) && p.position.is_some() => {
-                    self.min_position = p.position;
+                    m.min_position = p.position;
                 }
                 // Not known yet which replicas have the write: the primary has it.
                 _ => return (Route::default(), ask),
             }
         }
         let ask = Ask {
-            min_position: self.min_position,
+            min_position: m.min_position,
             ..ask
         };
         (route.clone(), ask)
@@ -136,7 +155,7 @@ impl RouteMark {
         let route = &listener.route;
         if !route.read_your_writes
             || route.read_your_writes_timeout.is_zero()
-            || self.written_at.is_none()
+            || self.more.as_ref().is_none_or(|m| m.written_at.is_none())
         {
             return None;
         }
@@ -146,7 +165,8 @@ impl RouteMark {
             avoid: None,
         };
         let free = crate::router::pick(route, topology, &listener.cluster, ask, uses).ok()?;
-        (free.role == Role::Replica).then_some(match self.min_position {
+        let min_position = self.more.as_ref().and_then(|m| m.min_position);
+        (free.role == Role::Replica).then_some(match min_position {
             None => CatchUp::Primary,
             Some(_) => CatchUp::Replicas,
         })
@@ -222,7 +242,9 @@ pub fn reroute<C: PoolConn>(
     let moves = other_cluster || mark.role != role;
     if other_cluster {
         // Read-your-writes positions are one cluster's: the next read looks afresh.
-        mark.min_position = None;
+        if let Some(m) = mark.more.as_deref_mut() {
+            m.min_position = None;
+        }
     }
     let split = listener.route.kind == RouteKind::Split;
     let none = Rerouted {
@@ -230,12 +252,13 @@ pub fn reroute<C: PoolConn>(
         catch_up: None,
         stuck: None,
     };
-    if topology.routes == mark.generation && !split && mark.avoid.is_none() && !moves {
+    if topology.routes == mark.generation && !split && mark.avoiding().is_none() && !moves {
         return none;
     }
     mark.generation = topology.routes;
     let config = shared.config.load();
-    let avoid = mark.avoid.take().and_then(|addr| {
+    let avoid = mark.more.as_mut().and_then(|m| m.avoid.take());
+    let avoid = avoid.and_then(|addr| {
         let c = topology.clusters.get(cluster)?;
         c.servers.iter().position(|v| {
             config
@@ -328,7 +351,8 @@ fn offline(
 
 /// The server the session's pool is on, as the router names it.
 fn pool_server(mark: &RouteMark) -> Option<&str> {
-    mark.on.as_deref().map(|(name, _)| name.as_ref())
+    let on = mark.more.as_ref().and_then(|m| m.on.as_ref());
+    on.map(|(name, _)| name.as_ref())
 }
 
 /// The pool of the same key as `pool` on the server `picked`, if not `pool` itself.
@@ -344,8 +368,9 @@ fn pool_of<C: PoolConn>(
     ),
 ) -> Option<Arc<Pool<C>>> {
     if mark
-        .on
-        .as_deref()
+        .more
+        .as_ref()
+        .and_then(|m| m.on.as_ref())
         .is_some_and(|(name, addr)| *name == picked.name && *addr == pool.key.server)
     {
         return None;
@@ -354,12 +379,12 @@ fn pool_of<C: PoolConn>(
     let server = config.servers.get(&*picked.name)?;
     let addr = format!("{}:{}", server.host, server.port);
     if addr == pool.key.server {
-        mark.on = Some(Box::new((picked.name.clone(), addr)));
+        mark.more().on = Some((picked.name.clone(), addr));
         return None;
     }
     let next = pool_on_server(shared, listener, (pools, pool), server, (retarget, newer))?;
     tracing::debug!(from = %pool.key.server, to = %next.key.server, "session rerouted");
-    mark.on = Some(Box::new((picked.name.clone(), next.key.server.clone())));
+    mark.more().on = Some((picked.name.clone(), next.key.server.clone()));
     Some(next)
 }
 

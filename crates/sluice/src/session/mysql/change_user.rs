@@ -204,7 +204,7 @@ impl Relay {
         let body = self.core.io.cbuf.get(5..4 + len).unwrap_or_default();
         self.changing_to = ChangeUser::parse(body, self.s.caps).map(|cu| {
             let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-            (text(&cu.username), text(&cu.database))
+            Box::new((text(&cu.username), text(&cu.database)))
         });
     }
 
@@ -222,8 +222,7 @@ impl Relay {
         );
         self.core.deferred = None;
         self.core.target = None;
-        self.core.digest_next = None;
-        self.core.digest_wait.clear();
+        self.core.forget_digests();
     }
 
     /// The server took a relayed COM_CHANGE_USER: it reset the session, and the
@@ -231,7 +230,7 @@ impl Relay {
     pub(super) fn user_changed(&mut self) {
         self.forget_session_state();
         self.pin_foreign();
-        if let Some((user, database)) = self.changing_to.take() {
+        if let Some((user, database)) = self.changing_to.take().map(|b| *b) {
             self.rejudge(&user, &database);
         }
     }

@@ -99,8 +99,8 @@ pub struct Relay {
     /// What both protocols keep alike (see session/driver.rs).
     core: Core<ServerConn>,
     tracker: Tracker,
-    /// The answer from a shared connection is to Sluice's prepare of the statement there.
-    preparing: Option<self::muxed::Preparing>,
+    /// The answer from a shared connection is to Sluice's prepare of the statement there. (Boxed: rare.)
+    preparing: Option<Box<self::muxed::Preparing>>,
     /// Clients whose connection a KILL of ours is aimed at, oldest first.
     kills: VecDeque<self::kill::KillWait>,
     /// One entry per command awaiting its answer, in order.
@@ -110,7 +110,7 @@ pub struct Relay {
     /// A command waits for Sluice's own COM_STMT_PREPARE: read no more client packets.
     blocked: bool,
     /// A relayed COM_CHANGE_USER's user and database, until the server answers it.
-    changing_to: Option<(String, String)>,
+    changing_to: Option<Box<(String, String)>>,
     /// A pipelined command waits for the answers before it (rules may answer it
     /// themselves, and their answer must come in order): see rules.rs.
     wait_rest: bool,
@@ -596,7 +596,7 @@ impl Relay {
                         let id = p.statement_id.to_le_bytes();
                         crate::session::judge::remember(&mut self.core, &id);
                     }
-                    if !self.core.digest_wait.is_empty() {
+                    if self.core.digests_waiting() {
                         let outcome = crate::stats::Outcome {
                             rows: rows_sent,
                             affected: self.tracker.last_ok().map_or(0, |o| o.affected_rows),

@@ -124,7 +124,7 @@ impl Relay {
         self.blocked = true;
         if preparing.is_some() {
             // The execute waits in the client buffer for the prepare's answer.
-            self.preparing = preparing;
+            self.preparing = preparing.map(Box::new);
             return Some(Ok(Cmd::Blocked));
         }
         Some(Ok(Cmd::Consumed))
@@ -162,7 +162,7 @@ impl Relay {
         self.wait_rest = false;
         let head = done.map_err(End::Failed)?;
         if let Some(p) = self.preparing.take() {
-            self.mux_prepared(p);
+            self.mux_prepared(*p);
             return self.on_client_packets().await;
         }
         let head = head.get(4..).unwrap_or_default();

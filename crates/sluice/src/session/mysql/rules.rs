@@ -57,7 +57,7 @@ impl Relay {
                     Some(&database),
                     (false, simple, between),
                 );
-                if let Some(cluster) = self.core.mirror_to.take()
+                if let Some(cluster) = self.core.take_mirror()
                     && cmd == consts::COM_QUERY
                     && !matches!(j, Judged::Refuse(_))
                 {
@@ -100,7 +100,7 @@ impl Relay {
         self.core.io.cbuf = cbuf;
         if cmd == consts::COM_STMT_PREPARE {
             // Counted when executed.
-            self.core.digest_next = None;
+            self.core.skip_digest();
         }
         match judged {
             Judged::Run => Ruled::Go(len),

@@ -478,6 +478,7 @@ impl Relay {
             self.portal_effects = effects;
         } else if let Some(effects) = effects {
             self.named_portal_effects
+                .get_or_insert_default()
                 .insert(Bytes::copy_from_slice(portal), effects);
         }
         let uses = stmt.as_ref().map(|s| s.hash);
@@ -530,7 +531,8 @@ impl Relay {
             let effects = if portal.is_empty() {
                 self.portal_effects.clone()
             } else {
-                self.named_portal_effects.get(portal).cloned()
+                let named = self.named_portal_effects.as_ref();
+                named.and_then(|m| m.get(portal)).cloned()
             };
             if let Some(effects) = effects {
                 self.actions.push_back((t, Action::ExecEffects(effects)));
@@ -581,8 +583,14 @@ impl Relay {
                 .push(TKind::Close, synthetic(encode::close_complete), t);
             return Ok(());
         }
-        if kind == b'P' && !name.is_empty() {
-            self.named_portal_effects.remove(name);
+        if kind == b'P'
+            && !name.is_empty()
+            && let Some(m) = self.named_portal_effects.as_mut()
+        {
+            m.remove(name);
+            if m.is_empty() {
+                self.named_portal_effects = None;
+            }
         }
         self.tracker.push(TKind::Close, Origin::Client, t);
         self.core.io.to_server.extend_from_slice(frame);

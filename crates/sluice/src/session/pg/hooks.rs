@@ -50,7 +50,7 @@ impl driver::Relay for Relay {
         if let Some(hash) = self.muxed_stmt.take()
             && answer.stale()
         {
-            self.core.pool.statement_stale(hash);
+            self.core.pool.statement_stale(u128::from_le_bytes(hash));
         }
         self.sync_cancel();
         let mut outcome = answer.outcome();

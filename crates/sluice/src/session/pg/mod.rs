@@ -125,6 +125,9 @@ impl Unnamed {
     }
 }
 
+/// Effects of named portals, by portal name.
+type PortalEffects = std::collections::HashMap<bytes::Bytes, std::sync::Arc<[Effect]>>;
+
 pub struct Relay {
     /// What both protocols keep alike (see session/driver.rs).
     core: Core<ServerConn>,
@@ -159,7 +162,8 @@ pub struct Relay {
     /// Finished tracker entries, reused between calls.
     done_buf: Vec<sluice_wire_pg::track::Done>,
     /// Effects of named portals (rare), by portal name.
-    named_portal_effects: std::collections::HashMap<bytes::Bytes, std::sync::Arc<[Effect]>>,
+    /// (Boxed: most sessions never have one.)
+    named_portal_effects: Option<Box<PortalEffects>>,
     /// Sync batches sent so far: a statement whose Parse went out in an earlier batch
     /// is not relied on until the server confirms it.
     batch: u64,
@@ -171,7 +175,8 @@ pub struct Relay {
     /// The last error the server sent says a prepared statement's copy is stale.
     stale_error: bool,
     /// The pool-wide statement the client's round on a shared connection runs.
-    muxed_stmt: Option<u128>,
+    /// (As bytes: a u128 would align the whole relay to 16 bytes.)
+    muxed_stmt: Option<[u8; 16]>,
     /// What the client's statements signalling other clients leave to do.
     signals: Option<Box<self::pids::Signals>>,
     /// Bytes of the extended-protocol round kept for a retry still to be handled
@@ -213,7 +218,7 @@ pub fn run(
         unnamed: Unnamed::default(),
         unnamed_here: false,
         done_buf: Vec::new(),
-        named_portal_effects: Default::default(),
+        named_portal_effects: None,
         batch: 0,
         fatal: None,
         server_fatal: false,

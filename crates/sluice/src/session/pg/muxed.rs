@@ -148,7 +148,7 @@ impl Relay {
             fe::BIND
         });
         self.queued(queued)?;
-        self.muxed_stmt = Some(st.hash);
+        self.muxed_stmt = Some(st.hash.to_le_bytes());
         Some(at)
     }
 

@@ -27,7 +27,7 @@ impl Relay {
             fe::QUERY => match msg::query_text(body) {
                 Some(sql) => {
                     let j = judge::judge(&mut self.core, sql, None, (false, true, between));
-                    if let Some(cluster) = self.core.mirror_to.take()
+                    if let Some(cluster) = self.core.take_mirror()
                         && !matches!(j, Judged::Refuse(_))
                     {
                         crate::session::mirror::send(self, &cluster, sql);
@@ -130,7 +130,7 @@ impl Relay {
 
     /// A rule gave the statement being sent a timeout: the session's clock cancels it.
     pub(super) fn statement_timeout(&mut self) {
-        if let Some(t) = self.core.stmt_timeout.take() {
+        if let Some(t) = self.core.take_stmt_timeout() {
             crate::session::timeouts::Clock::for_statement(&mut self.core.clock, t);
         }
     }

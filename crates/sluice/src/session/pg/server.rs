@@ -239,7 +239,7 @@ impl Relay {
         let mut done = std::mem::take(&mut self.done_buf);
         done.extend(self.tracker.take_done());
         for d in done.drain(..) {
-            if !self.core.digest_wait.is_empty() {
+            if self.core.digests_waiting() {
                 let outcome = match d.outcome {
                     Outcome::Ok => crate::stats::Outcome::of_tag(&self.last_tag),
                     _ => crate::stats::Outcome {
