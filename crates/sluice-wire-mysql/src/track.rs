@@ -128,6 +128,13 @@ pub struct Tracker {
 }
 
 impl Tracker {
+    /// Lets go of the memory of its empty queue (a session at rest keeps none).
+    pub fn release(&mut self) {
+        if self.queue.is_empty() && self.queue.capacity() > 0 {
+            self.queue = VecDeque::new();
+        }
+    }
+
     /// `caps`: the capabilities negotiated on the connection (client's ∩ server's).
     pub fn new(caps: u64) -> Self {
         Tracker {

@@ -90,6 +90,16 @@ pub struct Tracker {
 }
 
 impl Tracker {
+    /// Lets go of the memory of its empty queues (a session at rest keeps none).
+    pub fn release(&mut self) {
+        if self.queue.is_empty() && self.queue.capacity() > 0 {
+            self.queue = VecDeque::new();
+        }
+        if self.done.is_empty() && self.done.capacity() > 0 {
+            self.done = Vec::new();
+        }
+    }
+
     pub fn new() -> Self {
         Tracker {
             status: b'I',

@@ -7,12 +7,12 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash};
 use std::sync::{Arc, Weak};
 
-pub struct Interner<T> {
+pub struct Interner<T: ?Sized> {
     map: Mutex<HashMap<u64, Vec<Weak<T>>>>,
     hasher: std::collections::hash_map::RandomState,
 }
 
-impl<T> Default for Interner<T> {
+impl<T: ?Sized> Default for Interner<T> {
     fn default() -> Self {
         Interner {
             map: Mutex::new(HashMap::new()),
@@ -27,12 +27,33 @@ const SWEEP_AT: usize = 1024;
 impl<T: Hash + Eq> Interner<T> {
     /// The shared value equal to `v` (which becomes the shared one if there is none).
     pub fn intern(&self, v: T) -> Arc<T> {
-        let h = self.hasher.hash_one(&v);
+        self.intern_with(v, Arc::new)
+    }
+}
+
+impl Interner<str> {
+    /// The shared string equal to `s` (a client's user, database or listener name: ten
+    /// thousand clients of one user hold one copy).
+    pub fn name(&self, s: &str) -> Arc<str> {
+        self.intern_with(s, Arc::from)
+    }
+}
+
+impl<T: Hash + Eq + ?Sized> Interner<T> {
+    /// The shared value equal to `v`, made by `make` if there is none.
+    fn intern_with<V: std::borrow::Borrow<T>>(
+        &self,
+        v: V,
+        make: impl FnOnce(V) -> Arc<T>,
+    ) -> Arc<T> {
+        let h = self.hasher.hash_one(v.borrow());
         let mut map = self.map.lock();
-        if let Some(found) = map
-            .get(&h)
-            .and_then(|bucket| bucket.iter().filter_map(Weak::upgrade).find(|x| **x == v))
-        {
+        if let Some(found) = map.get(&h).and_then(|bucket| {
+            bucket
+                .iter()
+                .filter_map(Weak::upgrade)
+                .find(|x| **x == *v.borrow())
+        }) {
             return found;
         }
         if map.len() >= SWEEP_AT {
@@ -41,7 +62,7 @@ impl<T: Hash + Eq> Interner<T> {
                 !bucket.is_empty()
             });
         }
-        let arc = Arc::new(v);
+        let arc = make(v);
         let bucket = map.entry(h).or_default();
         bucket.retain(|w| w.strong_count() > 0);
         bucket.push(Arc::downgrade(&arc));
@@ -68,6 +89,14 @@ mod tests {
         assert!(Arc::ptr_eq(&a, &b));
         assert!(!Arc::ptr_eq(&a, &c));
         assert_eq!(*c, vec![4]);
+    }
+
+    #[test]
+    fn equal_names_share_one_allocation() {
+        let i = Interner::<str>::default();
+        let a = i.name("alice");
+        assert!(Arc::ptr_eq(&a, &i.name(&String::from("alice"))));
+        assert_eq!(&*i.name("bob"), "bob");
     }
 
     #[test]

@@ -95,6 +95,8 @@ pub struct Shared {
     /// PostgreSQL clients' views of the server-reported parameters: most clients see
     /// the same ones, and an idle client should not hold a copy of its own.
     pub pg_views: crate::intern::Interner<std::collections::BTreeMap<String, String>>,
+    /// Clients' user, database and listener names, kept once.
+    pub names: crate::intern::Interner<str>,
     /// TLS towards each server that uses it, by server name.
     pub connectors: ArcSwap<HashMap<String, tokio_rustls::TlsConnector>>,
     /// Schema changes (DDL) clients made through Sluice: prepared statements are named
@@ -163,6 +165,7 @@ impl Shared {
             pins: PinCounters::default(),
             holders: Default::default(),
             pg_views: Default::default(),
+            names: Default::default(),
             connectors: ArcSwap::from_pointee(connectors),
             firewall: Arc::new(crate::firewall::Firewall::none()),
             shutdown,

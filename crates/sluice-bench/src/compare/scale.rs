@@ -111,7 +111,9 @@ pub fn measure(
     })
 }
 
-/// Opens `n` logged-in connections, a few dozen logins at a time.
+/// Opens `n` logged-in connections, a few dozen logins at a time; each runs one
+/// `SELECT 1` (an idle client is one that has worked and waits: what its statement
+/// left behind counts too).
 async fn open_crowd(t: &SqlTarget, n: usize) -> Result<Vec<SqlConn>> {
     let gate = Arc::new(Semaphore::new(CONNECTING_AT_ONCE));
     let mut set = tokio::task::JoinSet::new();
@@ -119,7 +121,9 @@ async fn open_crowd(t: &SqlTarget, n: usize) -> Result<Vec<SqlConn>> {
         let (t, gate) = (t.clone(), gate.clone());
         set.spawn(async move {
             let _permit = gate.acquire_owned().await;
-            SqlConn::connect(&t, &t.db).await
+            let mut c = SqlConn::connect(&t, &t.db).await?;
+            c.simple("SELECT 1").await?;
+            anyhow::Ok(c)
         });
     }
     let mut conns = Vec::with_capacity(n);

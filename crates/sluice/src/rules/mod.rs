@@ -71,8 +71,8 @@ impl Bits {
 /// Who runs a statement: the session's side of the match fields.
 #[derive(Debug, Clone)]
 pub struct Who {
-    pub user: String,
-    pub database: String,
+    pub user: Arc<str>,
+    pub database: Arc<str>,
     pub listener: Arc<str>,
     /// The listener's cluster: where tables without a table rule live.
     pub home: Arc<str>,
@@ -243,16 +243,15 @@ impl RuleSet {
     /// and cluster).
     pub fn who(
         &self,
-        user: &str,
-        database: &str,
-        (listener, home): (&str, &str),
+        (user, database): (&Arc<str>, &Arc<str>),
+        (listener, home): (&Arc<str>, &Arc<str>),
         addr: Option<IpAddr>,
     ) -> Who {
         let mut mask = Bits::new(self.rules.len());
         for (i, c) in self.rules.iter().enumerate() {
             let w = &c.rule.when;
-            let ok = w.user.as_deref().is_none_or(|u| u == user)
-                && w.listener.as_deref().is_none_or(|l| l == listener)
+            let ok = w.user.as_deref().is_none_or(|u| u == &**user)
+                && w.listener.as_deref().is_none_or(|l| l == &**listener)
                 && w.client_address
                     .is_none_or(|cidr| addr.is_some_and(|a| cidr.contains(a)));
             if ok {
@@ -260,10 +259,10 @@ impl RuleSet {
             }
         }
         Who {
-            user: user.to_owned(),
-            database: database.to_owned(),
-            listener: listener.into(),
-            home: home.into(),
+            user: user.clone(),
+            database: database.clone(),
+            listener: listener.clone(),
+            home: home.clone(),
             addr,
             mask,
         }

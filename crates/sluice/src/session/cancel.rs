@@ -25,7 +25,7 @@ pub struct Slot {
 /// What others need of a client they signal by its process id.
 pub struct Signalled {
     /// The user it logged in as.
-    pub user: String,
+    pub user: Arc<str>,
     socket: crate::stream::SocketHandle,
     terminated: std::sync::atomic::AtomicBool,
 }
@@ -109,7 +109,7 @@ impl Registry {
     pub fn register(
         self: &Arc<Self>,
         pid: i32,
-        virtual_of: Option<(String, &tokio::net::TcpStream)>,
+        virtual_of: Option<(Arc<str>, &tokio::net::TcpStream)>,
     ) -> Registration {
         let client = virtual_of.map(|(user, tcp)| Signalled {
             user,

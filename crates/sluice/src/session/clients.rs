@@ -15,15 +15,17 @@ pub struct ClientInfo {
     pub id: u64,
     pub protocol: &'static str,
     pub listener: Arc<str>,
-    pub user: String,
+    pub user: Arc<str>,
     /// The database it logged in to.
-    pub database: String,
+    pub database: Arc<str>,
     pub addr: Option<SocketAddr>,
-    pub since: SystemTime,
+    /// When it logged in, in seconds since the Unix epoch (a number, not a
+    /// `SystemTime`: the book's entry stays in a smaller size class).
+    pub since: i64,
     /// The id the client itself knows: PostgreSQL's process id, MySQL's connection id.
     pub pid: i64,
     /// The pool mode it runs in.
-    pub mode: &'static str,
+    pub mode: sluice_config::PoolMode,
     /// Why its session is pinned to its server connection now (bits of
     /// `PinReason`), as its session last said.
     pub pins: std::sync::atomic::AtomicU16,
@@ -58,11 +60,28 @@ pub struct Book {
 }
 
 /// What a client logging in tells the book.
+/// A client's listener, user and database names, as `Shared::names` keeps them (one
+/// copy for all the clients of one user).
+#[derive(Clone)]
+pub struct Names {
+    pub listener: Arc<str>,
+    pub user: Arc<str>,
+    pub database: Arc<str>,
+}
+
+impl Names {
+    pub fn of(shared: &crate::shared::Shared, listener: &str, user: &str, database: &str) -> Names {
+        Names {
+            listener: shared.names.name(listener),
+            user: shared.names.name(user),
+            database: shared.names.name(database),
+        }
+    }
+}
+
 pub struct Arrival<'a> {
     pub protocol: &'static str,
-    pub listener: &'a str,
-    pub user: &'a str,
-    pub database: &'a str,
+    pub names: Names,
     pub pid: i64,
     pub mode: sluice_config::PoolMode,
     pub tcp: &'a tokio::net::TcpStream,
@@ -74,13 +93,15 @@ impl Book {
         let info = Arc::new(ClientInfo {
             id,
             protocol: a.protocol,
-            listener: Arc::from(a.listener),
-            user: a.user.to_owned(),
-            database: a.database.to_owned(),
+            listener: a.names.listener,
+            user: a.names.user,
+            database: a.names.database,
             addr: a.tcp.peer_addr().ok(),
-            since: SystemTime::now(),
+            since: SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64),
             pid: a.pid,
-            mode: a.mode.as_str(),
+            mode: a.mode,
             pins: Default::default(),
             socket: crate::stream::SocketHandle::new(a.tcp),
             stop_waker: Mutex::new(None),
@@ -127,7 +148,7 @@ impl Book {
 
 /// A client logged in: counted on its listener and put in the book.
 pub fn logged_in(shared: &crate::shared::Shared, a: Arrival<'_>) -> Entry {
-    let counters = shared.counters.listener(a.listener);
+    let counters = shared.counters.listener(&a.names.listener);
     counters.logins.fetch_add(1, Ordering::Relaxed);
     shared.book.register(a)
 }

@@ -209,6 +209,9 @@ pub trait Relay: DerefMut<Target = Core<Self::Conn>> + Send + Sized {
     }
     /// Work due whenever the session is between events.
     fn between(&mut self) {}
+    /// The session waits with nothing in flight: it lets go of the memory its empty
+    /// queues kept from its last requests (an idle client keeps none).
+    fn rest(&mut self) {}
 
     /// Something of the client's requests awaits an answer.
     fn in_flight(&self) -> bool;
@@ -302,6 +305,10 @@ async fn main_loop<R: Relay>(r: &mut R) -> End {
             continue;
         }
         watch_the_clock(r, activity);
+        if r.idle() && !r.in_flight() {
+            r.rest();
+            super::judge::rest(r);
+        }
         let core: &mut Core<R::Conn> = r;
         let server = core.lease.as_mut().map(|l| l.conn.duplex());
         let ev = core.io.next(server).await;

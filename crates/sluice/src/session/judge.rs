@@ -10,7 +10,7 @@ use crate::error::{Error, Kind, Side};
 use crate::firewall::{Check, Firewall};
 use crate::pool::PoolConn;
 use crate::rules::{Destination, Rules, Statement, Who};
-use crate::stats::{Digests, Key as DigestKey, Outcome};
+use crate::stats::{Key as DigestKey, Outcome};
 use sluice_config::{FirewallMode, PoolMode};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -24,13 +24,10 @@ pub struct Judging {
     firewall: FirewallMode,
     /// The user's hash in the allowlist.
     user_hash: u64,
-    allowlist: Arc<Firewall>,
-    digests: Option<Arc<Digests>>,
-    /// The listener's statement counters (kept with digests).
-    counters: Arc<crate::stats::counters::ListenerCounters>,
-    /// The session's current database, as its digests are kept by, and the hash of
-    /// (user, database, listener) they are kept under.
-    database: Arc<str>,
+    /// Digests are kept (`Shared::digests`).
+    digests: bool,
+    /// The hash of (user, database, listener) the session's digests are kept under
+    /// (its current database is `who.database`).
     session: u64,
     /// The statement judged last, and the prepared statements of a session whose
     /// protocol relay does not keep their texts (session mode), by name, for digests.
@@ -41,10 +38,17 @@ pub struct Judging {
     /// those sent, by the protocol's token.
     next: Option<Pending>,
     wait: std::collections::VecDeque<(u64, Pending)>,
-    /// A rule's timeout for the statement judged last (PostgreSQL: the clock cancels
-    /// it; MariaDB gets it as max_statement_time in the statement's text).
+    /// What a rule asked for the statement judged last beyond where it goes (boxed:
+    /// rare, and every session with digests holds this).
+    asked: Option<Box<Asked>>,
+}
+
+/// A rule's timeout for the statement judged last (PostgreSQL: the clock cancels it;
+/// MariaDB gets it as max_statement_time in the statement's text), and the cluster a
+/// rule mirrors it to.
+#[derive(Default)]
+struct Asked {
     stmt_timeout: Option<std::time::Duration>,
-    /// A rule mirrors the statement judged last to this cluster.
     mirror_to: Option<Arc<str>>,
 }
 
@@ -73,35 +77,35 @@ impl Judging {
     pub fn at_login(
         shared: &crate::shared::Shared,
         rules: &arc_swap::ArcSwap<Rules>,
-        (user, database): (&str, &str),
+        names: &crate::session::clients::Names,
         listener: &sluice_config::Listener,
         addr: Option<IpAddr>,
     ) -> Option<Box<Judging>> {
         let rules = rules.load_full();
-        let firewall = Firewall::mode_for(&shared.config.load(), user, listener);
+        let firewall = Firewall::mode_for(&shared.config.load(), &names.user, listener);
         let digests = shared.digests.clone();
         if rules.set.is_empty() && firewall == FirewallMode::Off && digests.is_none() {
             return None;
         }
-        let who = rules
-            .set
-            .who(user, database, (&listener.name, &listener.cluster), addr);
+        let (user, database) = (&*names.user, &*names.database);
+        let home = shared.names.name(&listener.cluster);
+        let who = rules.set.who(
+            (&names.user, &names.database),
+            (&names.listener, &home),
+            addr,
+        );
         Some(Box::new(Judging {
             rules,
             who,
             firewall,
             user_hash: crate::firewall::user_hash(user),
-            allowlist: shared.firewall.clone(),
-            counters: shared.counters.listener(&listener.name),
-            digests,
-            database: database.into(),
+            digests: digests.is_some(),
             session: DigestKey::session(user, database, &listener.name),
             last: None,
             prepared: Default::default(),
             next: None,
             wait: Default::default(),
-            stmt_timeout: None,
-            mirror_to: None,
+            asked: None,
         }))
     }
 
@@ -155,23 +159,22 @@ pub fn judge<C: PoolConn>(
     core.target = None;
     if let Some(j) = core.judging.as_deref_mut() {
         j.next = None;
-        j.stmt_timeout = None;
-        j.mirror_to = None;
+        j.asked = None;
     }
     if let Some(database) = database
         && let Some(j) = core.judging.as_deref_mut()
-        && *j.database != *database
+        && *j.who.database != *database
     {
-        j.database = database.into();
+        j.who.database = database.into();
         j.session = DigestKey::session(&j.who.user, database, &j.who.listener);
     }
     let Some(j) = core.judging.as_deref() else {
         return Judged::Run;
     };
     let stmt = j.rules.cache.get(&j.rules.set, sql);
-    let pending = j.digests.as_ref().map(|_| Pending {
+    let pending = j.digests.then(|| Pending {
         stmt: stmt.clone(),
-        database: j.database.clone(),
+        database: j.who.database.clone(),
         session: j.session,
         at: Instant::now(),
     });
@@ -183,7 +186,10 @@ pub fn judge<C: PoolConn>(
     let Some(j) = core.judging.as_deref() else {
         return Judged::Run;
     };
-    let v = j.rules.set.verdict(&stmt, sql, &j.who, &j.database, !again);
+    let v = j
+        .rules
+        .set
+        .verdict(&stmt, sql, &j.who, &j.who.database, !again);
     if !again {
         for rule in &v.log {
             tracing::info!(
@@ -201,8 +207,14 @@ pub fn judge<C: PoolConn>(
         return Judged::Refuse(Error::new(Kind::Denied, Side::Client, message.to_string()));
     }
     let (digest, text) = (stmt.facts.digest, &stmt.facts.digest_text);
-    let who = (j.user_hash, j.who.user.as_str());
-    if !again && j.allowlist.check_hashed(j.firewall, who, digest, text) == Check::Refused {
+    let who = (j.user_hash, &*j.who.user);
+    if !again
+        && core
+            .shared
+            .firewall
+            .check_hashed(j.firewall, who, digest, text)
+            == Check::Refused
+    {
         return Judged::Refuse(Error::new(
             Kind::Denied,
             Side::Client,
@@ -271,8 +283,12 @@ pub fn judge<C: PoolConn>(
         None => Judged::Run,
     };
     if let Some(j) = core.judging.as_deref_mut() {
-        j.mirror_to = mirror;
-        j.stmt_timeout = stmt_timeout;
+        j.asked = (mirror.is_some() || stmt_timeout.is_some()).then(|| {
+            Box::new(Asked {
+                stmt_timeout,
+                mirror_to: mirror,
+            })
+        });
     }
     judged
 }
@@ -301,12 +317,22 @@ impl<C: PoolConn> Core<C> {
 
     /// The cluster a rule mirrors the statement judged last to.
     pub fn take_mirror(&mut self) -> Option<Arc<str>> {
-        self.judging.as_deref_mut()?.mirror_to.take()
+        self.judging
+            .as_deref_mut()?
+            .asked
+            .as_mut()?
+            .mirror_to
+            .take()
     }
 
     /// A rule's timeout for the statement judged last.
     pub fn take_stmt_timeout(&mut self) -> Option<std::time::Duration> {
-        self.judging.as_deref_mut()?.stmt_timeout.take()
+        self.judging
+            .as_deref_mut()?
+            .asked
+            .as_mut()?
+            .stmt_timeout
+            .take()
     }
 }
 
@@ -357,6 +383,13 @@ fn may_move<C: PoolConn>(core: &Core<C>, t: &Destination) -> Result<(), Error> {
     ))
 }
 
+/// The session waits with nothing in flight: its digest queue keeps no memory.
+pub fn rest<C: PoolConn>(core: &mut Core<C>) {
+    if let Some(j) = core.judging.as_deref_mut() {
+        super::shed(&mut j.wait);
+    }
+}
+
 /// The statement judged last goes to a server now; its answer ends the protocol's
 /// entry `token` (tokens grow; [`SHARED`] for a shared connection).
 pub fn digest_sent<C: PoolConn>(core: &mut Core<C>, token: u64) {
@@ -383,7 +416,7 @@ pub fn digest_done<C: PoolConn>(core: &mut Core<C>, token: u64, outcome: Outcome
         if t != token {
             continue;
         }
-        if let Some(d) = &j.digests {
+        if let Some(d) = &core.shared.digests {
             let key = DigestKey {
                 digest: p.stmt.facts.digest,
                 text: &p.stmt.facts.digest_text,
@@ -392,7 +425,8 @@ pub fn digest_done<C: PoolConn>(core: &mut Core<C>, token: u64, outcome: Outcome
                 listener: &j.who.listener,
             };
             let now = Instant::now();
-            j.counters
+            core.io
+                .counters()
                 .record(now.saturating_duration_since(p.at), &outcome);
             d.record(&key, p.session, (p.at, now), outcome);
         }
@@ -408,7 +442,7 @@ pub fn remember<C: PoolConn>(core: &mut Core<C>, name: &[u8]) {
     let Some(stmt) = j.last.clone() else {
         return;
     };
-    if j.digests.is_none() {
+    if !j.digests {
         return;
     }
     let prepared = j.prepared.get_or_insert_default();
@@ -426,7 +460,7 @@ pub fn recall<C: PoolConn>(core: &mut Core<C>, name: &[u8]) {
     let known = j.prepared.as_ref().and_then(|p| p.get(name));
     j.next = known.map(|stmt| Pending {
         stmt: stmt.clone(),
-        database: j.database.clone(),
+        database: j.who.database.clone(),
         session: j.session,
         at: Instant::now(),
     });

@@ -62,6 +62,11 @@ fn release(buf: &mut BytesMut) {
 }
 
 impl Pump {
+    /// The listener's counters.
+    pub fn counters(&self) -> &crate::stats::counters::ListenerCounters {
+        &self.counters
+    }
+
     pub fn new(
         shared: &Arc<crate::shared::Shared>,
         client: Stream,

@@ -23,19 +23,19 @@ pub fn table(shared: &Shared) -> Table {
         ("connected_s", Type::Int),
         ("pinned", Type::Text),
     ]);
-    let now = std::time::SystemTime::now();
+    let now = super::unix(std::time::SystemTime::now());
     for c in shared.book.all() {
-        let age = now.duration_since(c.since).map_or(0, |d| d.as_secs());
+        let age = now.saturating_sub(c.since).max(0);
         t.push(vec![
             c.id.into(),
             c.protocol.into(),
             (&*c.listener).into(),
-            c.user.as_str().into(),
-            c.database.as_str().into(),
+            (&*c.user).into(),
+            (&*c.database).into(),
             c.addr.map(|a| a.to_string()).into(),
-            c.mode.into(),
+            c.mode.as_str().into(),
             c.pid.into(),
-            super::unix(c.since).into(),
+            c.since.into(),
             age.into(),
             pinned(&c).into(),
         ]);

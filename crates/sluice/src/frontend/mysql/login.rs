@@ -155,17 +155,16 @@ pub(super) async fn finish(
         }
     };
     let max = plan.target.max_message;
+    let names = crate::session::clients::Names::of(shared, &ctx.cfg.name, &a.user, &a.database);
     let kill = ctx
         .mysql
         .clients
-        .register(a.id, a.user.clone(), c.stream.tcp());
+        .register(a.id, names.user.clone(), c.stream.tcp());
     let client = crate::session::clients::logged_in(
         shared,
         crate::session::clients::Arrival {
             protocol: "mysql",
-            listener: &ctx.cfg.name,
-            user: &a.user,
-            database: &a.database,
+            names: names.clone(),
             pid: i64::from(a.id),
             mode: plan.mode,
             tcp: c.stream.tcp(),
@@ -182,7 +181,7 @@ pub(super) async fn finish(
         judging: crate::session::judge::Judging::at_login(
             shared,
             &shared.my.rules,
-            (&a.user, &a.database),
+            &names,
             &ctx.cfg,
             c.stream.tcp().peer_addr().ok().map(|a| a.ip()),
         ),

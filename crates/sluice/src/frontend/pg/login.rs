@@ -234,8 +234,10 @@ pub async fn login(
     // in pg_cancel_backend / pg_terminate_backend.
     let (pid, virtual_of) = match (plan.mode, &lease) {
         (PoolMode::Session, Some(l)) => (l.pid, None),
-        _ => (shared.next_pid(), Some((user.clone(), c.stream.tcp()))),
+        _ => (shared.next_pid(), Some(c.stream.tcp())),
     };
+    let names = crate::session::clients::Names::of(shared, &ctx.cfg.name, &user, &database);
+    let virtual_of = virtual_of.map(|tcp| (names.user.clone(), tcp));
     let cancel = shared.cancels.register(pid, virtual_of);
     encode::backend_key(&mut out, cancel.key.0, cancel.key.1);
     encode::ready_for_query(&mut out, b'I');
@@ -250,9 +252,7 @@ pub async fn login(
         shared,
         crate::session::clients::Arrival {
             protocol: "postgres",
-            listener: &ctx.cfg.name,
-            user: &user,
-            database: &database,
+            names: names.clone(),
             pid: i64::from(pid),
             mode: plan.mode,
             tcp: c.stream.tcp(),
@@ -269,7 +269,7 @@ pub async fn login(
         judging: crate::session::judge::Judging::at_login(
             shared,
             &shared.pg.rules,
-            (&user, &database),
+            &names,
             &ctx.cfg,
             c.stream.tcp().peer_addr().ok().map(|a| a.ip()),
         ),

@@ -137,7 +137,10 @@ impl Relay {
         self.core.lease = lease;
         self.core.max_message = max_message;
         self.rejudge(&user, &self.core.pool.key.database.clone());
-        self.s.kill.entry.set_user(user);
+        self.s
+            .kill
+            .entry
+            .set_user(self.core.shared.names.name(&user));
         self.sync_kill();
         self.forget_session_state();
         self.status = consts::SERVER_STATUS_AUTOCOMMIT;
@@ -213,10 +216,12 @@ impl Relay {
     pub(super) fn rejudge(&mut self, user: &str, database: &str) {
         let shared = self.core.shared.clone();
         let addr = self.core.judging.as_ref().and_then(|j| j.addr());
+        let names =
+            crate::session::clients::Names::of(&shared, &self.core.cfg.name, user, database);
         self.core.judging = crate::session::judge::Judging::at_login(
             &shared,
             &shared.my.rules,
-            (user, database),
+            &names,
             &self.core.cfg,
             addr,
         );

@@ -79,6 +79,12 @@ impl driver::Relay for Relay {
         !self.at_rest()
     }
 
+    fn rest(&mut self) {
+        self.tracker.release();
+        crate::session::shed(&mut self.origins);
+        crate::session::shed(&mut self.kills);
+    }
+
     fn between_requests(&self) -> bool {
         self.at_rest()
     }

@@ -15,7 +15,7 @@ pub type Muxed = (Arc<crate::mux::Mux>, Arc<crate::mux::Answer>);
 /// One client, as KILL sees it.
 pub struct Registered {
     /// The user the client is logged in as (COM_CHANGE_USER changes it).
-    user: Mutex<String>,
+    user: Mutex<Arc<str>>,
     /// The server connection (thread id) the client holds now, and how many KILLs of
     /// it are on their way (the client keeps that connection until they have run, so a
     /// KILL never reaches a connection another client got meanwhile).
@@ -78,7 +78,7 @@ impl Clients {
     pub fn register(
         self: &Arc<Self>,
         id: u32,
-        user: String,
+        user: Arc<str>,
         tcp: &tokio::net::TcpStream,
     ) -> Registration {
         let entry = Arc::new(Registered {
@@ -106,7 +106,7 @@ impl Registered {
         std::ptr::eq(self, other) || *self.user.lock() == *other.user.lock()
     }
 
-    pub fn set_user(&self, user: String) {
+    pub fn set_user(&self, user: Arc<str>) {
         *self.user.lock() = user;
     }
 

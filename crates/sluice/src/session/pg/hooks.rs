@@ -69,6 +69,14 @@ impl driver::Relay for Relay {
         self.client_step().await
     }
 
+    fn rest(&mut self) {
+        self.tracker.release();
+        crate::session::shed(&mut self.actions);
+        if self.done_buf.is_empty() && self.done_buf.capacity() > 0 {
+            self.done_buf = Vec::new();
+        }
+    }
+
     fn between(&mut self) {
         if self.signals.is_some() && self.at_rest {
             self.settle_signals();
