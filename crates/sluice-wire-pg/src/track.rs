@@ -293,6 +293,20 @@ impl Tracker {
         self.done.drain(..)
     }
 
+    /// The finished entries, all at once (their memory comes back with
+    /// [`Tracker::give_back_done`], so that handling them allocates nothing).
+    pub fn swap_done(&mut self) -> Vec<Done> {
+        std::mem::take(&mut self.done)
+    }
+
+    /// The list [`Tracker::swap_done`] gave, handled: its memory is reused.
+    pub fn give_back_done(&mut self, mut list: Vec<Done>) {
+        list.clear();
+        if self.done.is_empty() {
+            self.done = list;
+        }
+    }
+
     pub fn has_done(&self) -> bool {
         !self.done.is_empty()
     }

@@ -29,6 +29,8 @@ pub struct ClientInfo {
     /// Why its session is pinned to its server connection now (bits of
     /// `PinReason`), as its session last said.
     pub pins: std::sync::atomic::AtomicU16,
+    /// KILL CLIENT ended it (its session reads nothing more from it).
+    killed: std::sync::atomic::AtomicBool,
     socket: crate::stream::SocketHandle,
     /// The session's task, woken when Sluice starts to stop ([`Book::wake_all`]).
     stop_waker: Mutex<Option<std::task::Waker>>,
@@ -42,6 +44,11 @@ impl ClientInfo {
         if !slot.as_ref().is_some_and(|old| old.will_wake(w)) {
             *slot = Some(w.clone());
         }
+    }
+
+    /// KILL CLIENT ended it.
+    pub fn killed(&self) -> bool {
+        self.killed.load(Ordering::SeqCst)
     }
 
     /// The reasons its session is pinned now.
@@ -103,6 +110,7 @@ impl Book {
             pid: a.pid,
             mode: a.mode,
             pins: Default::default(),
+            killed: Default::default(),
             socket: crate::stream::SocketHandle::new(a.tcp),
             stop_waker: Mutex::new(None),
         });
@@ -141,6 +149,7 @@ impl Book {
         let Some(c) = self.map.lock().get(&id).cloned() else {
             return false;
         };
+        c.killed.store(true, Ordering::SeqCst);
         c.socket.shutdown(false);
         true
     }

@@ -80,7 +80,8 @@ pub struct Core<C: PoolConn> {
     pub judging: Option<Box<super::judge::Judging>>,
     /// Where a rule or table rule sends the request being routed (None: the
     /// listener's cluster).
-    pub target: Option<crate::rules::Destination>,
+    /// (Boxed: only rules that route set it, and every session holds this.)
+    pub target: Option<Box<crate::rules::Destination>>,
     /// A BEGIN answered by Sluice, sent before the transaction's first statement on the
     /// server that statement goes to (session/judge.rs).
     pub deferred: Option<Box<[u8]>>,
@@ -311,39 +312,47 @@ async fn main_loop<R: Relay>(r: &mut R) -> End {
         }
         let core: &mut Core<R::Conn> = r;
         let server = core.lease.as_mut().map(|l| l.conn.duplex());
-        let ev = core.io.next(server).await;
+        let ev = core.io.next(server, &core.shared.shutdown).await;
         activity = matches!(ev, Event::ClientRead(Ok(1..)));
         let step = match ev {
             Event::ServerRead(Ok(0) | Err(_)) if r.server_may_close() => Err(End::ServerClosed),
-            Event::ServerRead(Ok(0)) => Box::pin(lost::server_lost(r, None)).await,
-            Event::ServerRead(Ok(n)) => {
-                // The answer goes on to the client about as long as it came: one
-                // allocation for it rather than growing the (released) buffer packet by
-                // packet.
-                r.io.to_client.reserve(n);
-                let before = r.io.to_client.len();
-                let step = Box::pin(r.on_server()).await;
-                if r.io.to_client.len() != before {
-                    // Part of the answer is on its way to the client: too late to retry.
-                    r.retry = None;
-                }
-                step
-            }
-            Event::ServerRead(Err(e)) => Box::pin(lost::server_lost(r, Some(e))).await,
             Event::ClientRead(Ok(0)) | Event::ClientRead(Err(_)) => Err(r.client_closed()),
-            Event::ClientRead(Ok(_)) => Box::pin(r.on_client()).await,
             Event::Wrote => Ok(()),
             Event::WriteFailed(Side::Client, _) => Err(End::ClientLeft),
-            Event::WriteFailed(_, e) => Box::pin(lost::server_lost(r, Some(e))).await,
             Event::Shutdown => {
                 r.io.shutting_down = true;
                 Ok(())
             }
             Event::Timeout => timed_out(r),
+            // Boxed: the loop itself keeps neither the event nor the step's state.
+            ev => Box::pin(handle(r, ev)).await,
         };
         if let Err(end) = step {
             return end;
         }
+    }
+}
+
+/// Handles what came from the server, or a request from the client.
+async fn handle<R: Relay>(r: &mut R, ev: Event) -> Result<(), End> {
+    match ev {
+        Event::ServerRead(Ok(0)) => lost::server_lost(r, None).await,
+        Event::ServerRead(Ok(n)) => {
+            // The answer goes on to the client about as long as it came: one
+            // allocation for it rather than growing the (released) buffer packet by
+            // packet.
+            r.io.to_client.reserve(n);
+            let before = r.io.to_client.len();
+            let step = r.on_server().await;
+            if r.io.to_client.len() != before {
+                // Part of the answer is on its way to the client: too late to retry.
+                r.retry = None;
+            }
+            step
+        }
+        Event::ServerRead(Err(e)) | Event::WriteFailed(_, e) => lost::server_lost(r, Some(e)).await,
+        Event::ClientRead(_) => r.on_client().await,
+        Event::Wrote | Event::Shutdown | Event::Timeout => Ok(()),
     }
 }
 
@@ -359,13 +368,20 @@ async fn await_answer<R: Relay>(r: &mut R) -> Result<(), End> {
         let core: &mut Core<R::Conn> = r;
         match sink {
             Some(mut s) => {
-                let d = core.io.next_answer(&answer, Some(&mut s), &mut gone).await;
+                let stop = &core.shared.shutdown;
+                let d = core
+                    .io
+                    .next_answer(&answer, Some(&mut s), &mut gone, stop)
+                    .await;
                 if let Some(back) = r.answer_sink() {
                     *back = s;
                 }
                 d
             }
-            None => core.io.next_answer(&answer, None, &mut gone).await,
+            None => {
+                let stop = &core.shared.shutdown;
+                core.io.next_answer(&answer, None, &mut gone, stop).await
+            }
         }
     };
     if gone {
@@ -574,7 +590,7 @@ fn reroute_now<R: Relay>(r: &mut R) -> Result<Option<super::reroute::CatchUp>, S
         &core.cfg,
         pools,
         &mut core.route,
-        (core.class, core.target.as_ref()),
+        (core.class, core.target.as_deref()),
         (R::retarget, R::newer_login),
     );
     if let Some(stuck) = next.stuck {

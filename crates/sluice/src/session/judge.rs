@@ -254,7 +254,7 @@ pub fn judge<C: PoolConn>(
         if let Err(e) = may_move(core, &t) {
             return Judged::Refuse(e);
         }
-        core.target = Some(t);
+        core.target = Some(Box::new(t));
     }
     let mirror = if between && !again { v.mirror } else { None };
     let mut stmt_timeout = None;

@@ -27,6 +27,9 @@ pub enum Event {
     Timeout,
 }
 
+/// Whether Sluice is stopping (`Shared::shutdown`).
+pub type Stop = tokio::sync::watch::Receiver<bool>;
+
 /// The client socket, the bytes in flight each way, and the shutdown signal.
 pub struct Pump {
     pub client: Stream,
@@ -39,15 +42,16 @@ pub struct Pump {
     pause_client: bool,
     flush_client: bool,
     flush_server: bool,
-    /// Whether Sluice is stopping, and where the session leaves its waker for the
-    /// stop to wake it: its line in the client book (no waiting future of its own per
-    /// client, which cost 150 bytes an idle client).
-    shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Where the session leaves its waker for Sluice's stop to wake it: its line in
+    /// the client book (no waiting future of its own per client, which cost 150 bytes
+    /// an idle client). Whether Sluice is stopping is `Shared::shutdown`, which the
+    /// caller passes in.
     home: Option<Arc<crate::session::clients::ClientInfo>>,
     /// The session's next timeout (see session/timeouts.rs); only sessions with
-    /// timeouts configured ever have a timer.
+    /// timeouts configured ever have a timer. `armed`: its deadline is the one set
+    /// with [`Pump::set_deadline`] and has not passed yet.
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
-    deadline: Option<tokio::time::Instant>,
+    armed: bool,
     /// The listener's counters: bytes from and to the client are counted here.
     counters: Arc<crate::stats::counters::ListenerCounters>,
 }
@@ -83,20 +87,24 @@ impl Pump {
             pause_client: false,
             flush_client: false,
             flush_server: false,
-            shutdown: shared.shutdown.clone(),
             home,
             timer: None,
-            deadline: None,
+            armed: false,
             counters: shared.counters.listener(listener),
         }
     }
 
     /// Makes [`Pump::next`] return [`Event::Timeout`] once `deadline` has passed.
     pub fn set_deadline(&mut self, deadline: Option<tokio::time::Instant>) {
-        if deadline == self.deadline {
+        let set = self
+            .timer
+            .as_ref()
+            .filter(|_| self.armed)
+            .map(|t| t.deadline());
+        if deadline == set {
             return;
         }
-        self.deadline = deadline;
+        self.armed = deadline.is_some();
         if let Some(d) = deadline {
             match &mut self.timer {
                 Some(t) => t.as_mut().reset(d),
@@ -110,6 +118,7 @@ impl Pump {
     pub fn poll_io(
         &mut self,
         server: Option<(&mut Stream, &mut BytesMut)>,
+        stop: &Stop,
         cx: &mut Context<'_>,
     ) -> Poll<Event> {
         if let Some((stream, rbuf)) = server {
@@ -161,19 +170,25 @@ impl Pump {
             && !self.pause_client
             && let Poll::Ready(r) = self.client.poll_read_grow(cx, &mut self.cbuf, READ_CHUNK)
         {
+            if self.home.as_ref().is_some_and(|h| h.killed()) {
+                // KILL CLIENT: what the client sent after it is not run (its socket,
+                // shut for reading, may still have handed it over).
+                self.cbuf.clear();
+                return Poll::Ready(Event::ClientRead(Ok(0)));
+            }
             if let Ok(n) = r {
                 self.counters.received(n);
             }
             return Poll::Ready(Event::ClientRead(r));
         }
-        if !self.shutting_down && self.stopping(cx) {
+        if !self.shutting_down && self.stopping(stop, cx) {
             return Poll::Ready(Event::Shutdown);
         }
-        if self.deadline.is_some()
+        if self.armed
             && let Some(t) = self.timer.as_mut()
             && t.as_mut().poll(cx).is_ready()
         {
-            self.deadline = None;
+            self.armed = false;
             return Poll::Ready(Event::Timeout);
         }
         release(&mut self.cbuf);
@@ -184,20 +199,25 @@ impl Pump {
 
     /// Whether Sluice is stopping; if not, the stop wakes this task (the waker is left
     /// first, then the flag read: a stop between the two still finds the waker).
-    fn stopping(&mut self, cx: &mut Context<'_>) -> bool {
+    fn stopping(&mut self, stop: &Stop, cx: &mut Context<'_>) -> bool {
         if let Some(home) = &self.home {
             home.wake_on_stop(cx.waker());
         }
-        *self.shutdown.borrow()
+        *stop.borrow()
     }
 
     /// The next event (see [`Pump::poll_io`]).
-    pub async fn next(&mut self, mut server: Option<(&mut Stream, &mut BytesMut)>) -> Event {
-        std::future::poll_fn(|cx| {
+    /// (A plain function: an async one would keep its arguments twice in every idle
+    /// client's task.)
+    pub fn next<'a>(
+        &'a mut self,
+        mut server: Option<(&'a mut Stream, &'a mut BytesMut)>,
+        stop: &'a Stop,
+    ) -> impl Future<Output = Event> + Send + 'a {
+        std::future::poll_fn(move |cx| {
             let s = server.as_mut().map(|(st, b)| (&mut **st, &mut **b));
-            self.poll_io(s, cx)
+            self.poll_io(s, stop, cx)
         })
-        .await
     }
 
     /// While the client's statement runs on a shared connection: moves its answer to the
@@ -210,6 +230,7 @@ impl Pump {
         answer: &crate::mux::Answer,
         mut sink: Option<&mut BytesMut>,
         gone: &mut bool,
+        stop: &Stop,
     ) -> Option<Result<Vec<u8>, crate::error::Error>> {
         // What the client sends meanwhile waits in its buffer, up to a bound.
         self.pause_client = self.cbuf.len() >= HIGH_WATER;
@@ -224,7 +245,7 @@ impl Pump {
             {
                 return Poll::Ready(Ok(d));
             }
-            self.poll_io(None, cx).map(Err)
+            self.poll_io(None, stop, cx).map(Err)
         })
         .await;
         self.pause_client = false;

@@ -80,12 +80,12 @@ impl Relay {
                     return None;
                 }
                 let vid = stmt_id(payload)?;
-                let st = self.stmts.map.get(&vid)?;
+                let st = self.stmts.get(&vid)?;
                 if !st.plain || st.cursor || st.reads_id && self.last_insert.is_some() {
                     return None;
                 }
                 self.note_execute(vid, len).ok()?;
-                let st = self.stmts.map.get(&vid)?;
+                let st = self.stmts.get(&vid)?;
                 let payload = &self.core.io.cbuf[4..4 + len];
                 let mut prepare = false;
                 let queued = muxes.submit(&self.core.pool, 0, |q| {

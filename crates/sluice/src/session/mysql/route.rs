@@ -17,7 +17,7 @@ impl Relay {
             consts::COM_STMT_PREPARE => Class::Read,
             // An execute runs where its text says (the client's statement, by its id).
             consts::COM_STMT_EXECUTE => super::state::stmt_id(payload)
-                .and_then(|id| self.stmts.map.get(&id))
+                .and_then(|id| self.stmts.get(&id))
                 .map_or(Class::Write, |st| classify(&st.sql)),
             _ => Class::Write,
         }

@@ -67,7 +67,7 @@ impl Relay {
             }
             consts::COM_STMT_EXECUTE | consts::COM_STMT_CLOSE => {
                 let id = cbuf.get(4..4 + len).and_then(super::state::stmt_id);
-                match id.and_then(|id| self.stmts.map.get(&id)) {
+                match id.and_then(|id| self.stmts.get(&id)) {
                     Some(st) if cmd == consts::COM_STMT_EXECUTE => {
                         match judge::judge(
                             &mut self.core,

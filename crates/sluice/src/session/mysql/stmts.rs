@@ -35,14 +35,43 @@ pub(super) struct ClientStmt {
 #[derive(Default)]
 pub(super) struct ClientStmts {
     next: u32,
-    pub map: HashMap<u32, ClientStmt>,
+    /// (Boxed, and None when empty: most sessions hold none, and every one holds this.)
+    #[expect(
+        clippy::box_collection,
+        reason = "a session's inline size, not the map's"
+    )]
+    map: Option<Box<HashMap<u32, ClientStmt>>>,
 }
 
 impl ClientStmts {
     pub fn add(&mut self, s: ClientStmt) -> u32 {
         self.next = self.next.wrapping_add(1).max(1);
-        self.map.insert(self.next, s);
+        self.map.get_or_insert_default().insert(self.next, s);
         self.next
+    }
+
+    pub fn get(&self, vid: &u32) -> Option<&ClientStmt> {
+        self.map.as_ref()?.get(vid)
+    }
+
+    pub fn get_mut(&mut self, vid: &u32) -> Option<&mut ClientStmt> {
+        self.map.as_mut()?.get_mut(vid)
+    }
+
+    pub fn remove(&mut self, vid: &u32) -> Option<ClientStmt> {
+        let map = self.map.as_mut()?;
+        let gone = map.remove(vid);
+        if map.is_empty() {
+            self.map = None;
+        }
+        gone
+    }
+
+    /// Whether one of them has a cursor open.
+    pub fn any_cursor(&self) -> bool {
+        self.map
+            .as_ref()
+            .is_some_and(|m| m.values().any(|s| s.cursor))
     }
 }
 
@@ -63,12 +92,12 @@ impl Relay {
             self.hold_once = true;
         }
         if cmd == consts::COM_STMT_CLOSE {
-            if self.stmts.map.remove(&vid).is_some_and(|s| s.cursor) {
+            if self.stmts.remove(&vid).is_some_and(|s| s.cursor) {
                 self.update_cursor_pin();
             }
             return Ok(Cmd::Consumed);
         }
-        let Some(st) = self.stmts.map.get(&vid) else {
+        let Some(st) = self.stmts.get(&vid) else {
             if cmd != consts::COM_STMT_SEND_LONG_DATA {
                 let what = match cmd {
                     consts::COM_STMT_RESET => "mysqld_stmt_reset",
@@ -104,7 +133,7 @@ impl Relay {
         };
         let out = if cmd == consts::COM_STMT_EXECUTE {
             self.note_execute(vid, len)?;
-            let Some(st) = self.stmts.map.get(&vid) else {
+            let Some(st) = self.stmts.get(&vid) else {
                 return Ok(Cmd::Consumed);
             };
             execute_payload(st, &self.core.io.cbuf[4..4 + len], sid)
@@ -114,7 +143,7 @@ impl Relay {
             out
         };
         if cmd == consts::COM_STMT_RESET
-            && let Some(st) = self.stmts.map.get_mut(&vid)
+            && let Some(st) = self.stmts.get_mut(&vid)
             && st.cursor
         {
             st.cursor = false;
@@ -147,7 +176,7 @@ impl Relay {
     /// buffer) tells: the parameter types it carries, a cursor it opens.
     pub(super) fn note_execute(&mut self, vid: u32, len: usize) -> Result<(), End> {
         let payload = &self.core.io.cbuf[4..4 + len];
-        let Some(st) = self.stmts.map.get_mut(&vid) else {
+        let Some(st) = self.stmts.get_mut(&vid) else {
             return Ok(());
         };
         let flags = payload.get(5).copied().unwrap_or(0);
@@ -181,7 +210,7 @@ impl Relay {
     }
 
     fn update_cursor_pin(&mut self) {
-        let open = self.stmts.map.values().any(|s| s.cursor);
+        let open = self.stmts.any_cursor();
         self.core
             .ledger
             .set_pin(PinReason::HoldCursor, open, &self.core.shared.pins);

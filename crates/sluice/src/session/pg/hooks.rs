@@ -72,9 +72,6 @@ impl driver::Relay for Relay {
     fn rest(&mut self) {
         self.tracker.release();
         crate::session::shed(&mut self.actions);
-        if self.done_buf.is_empty() && self.done_buf.capacity() > 0 {
-            self.done_buf = Vec::new();
-        }
     }
 
     fn between(&mut self) {

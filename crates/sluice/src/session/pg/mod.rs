@@ -102,7 +102,7 @@ enum Action {
 struct Unnamed {
     /// Query text, then the parameter types as in the Parse message.
     buf: Vec<u8>,
-    query_len: usize,
+    query_len: u32,
     set: bool,
 }
 
@@ -111,7 +111,8 @@ impl Unnamed {
         self.buf.clear();
         self.buf.extend_from_slice(query);
         self.buf.extend_from_slice(types);
-        self.query_len = query.len();
+        // (A query is at most a frame, and frames are under 4 GiB.)
+        self.query_len = u32::try_from(query.len()).unwrap_or(u32::MAX);
         self.set = true;
     }
 
@@ -121,7 +122,8 @@ impl Unnamed {
 
     /// (query, parameter types), if there is an unnamed statement.
     pub fn get(&self) -> Option<(&[u8], &[u8])> {
-        self.set.then(|| self.buf.split_at(self.query_len))
+        let at = (self.query_len as usize).min(self.buf.len());
+        self.set.then(|| self.buf.split_at(at))
     }
 }
 
@@ -159,8 +161,6 @@ pub struct Relay {
     /// exists on the server connection held now.
     unnamed: Unnamed,
     unnamed_here: bool,
-    /// Finished tracker entries, reused between calls.
-    done_buf: Vec<sluice_wire_pg::track::Done>,
     /// Effects of named portals (rare), by portal name.
     /// (Boxed: most sessions never have one.)
     named_portal_effects: Option<Box<PortalEffects>>,
@@ -181,7 +181,7 @@ pub struct Relay {
     signals: Option<Box<self::pids::Signals>>,
     /// Bytes of the extended-protocol round kept for a retry still to be handled
     /// (see client.rs `keep_for_retry`).
-    round_left: usize,
+    round_left: u32,
     /// The client's transaction was lost with its server connection: Sluice answers
     /// for it as for a failed transaction until the client ends it (aborted.rs).
     aborted: Option<Box<self::aborted::Aborted>>,
@@ -217,7 +217,6 @@ pub fn run(
         c_dropping: false,
         unnamed: Unnamed::default(),
         unnamed_here: false,
-        done_buf: Vec::new(),
         named_portal_effects: None,
         batch: 0,
         fatal: None,

@@ -35,7 +35,8 @@ impl Relay {
     ) -> Option<Class> {
         if self.round_left > 0 {
             // A later frame of the round kept.
-            self.round_left = self.round_left.saturating_sub(frame_len);
+            let frame = u32::try_from(frame_len).unwrap_or(u32::MAX);
+            self.round_left = self.round_left.saturating_sub(frame);
             return None;
         }
         self.core.retry = None;
@@ -54,7 +55,11 @@ impl Relay {
         let class = self.class_of(tag, body);
         driver::arm_retry(&mut self.core, class, request);
         if self.core.retry.is_some() {
-            self.round_left = len - frame_len;
+            match u32::try_from(len - frame_len) {
+                Ok(left) => self.round_left = left,
+                // (Beyond any frame size Sluice takes: kept for no retry.)
+                Err(_) => self.core.retry = None,
+            }
         }
         Some(class)
     }

@@ -236,8 +236,7 @@ impl Relay {
     }
 
     pub(super) fn handle_done(&mut self) {
-        let mut done = std::mem::take(&mut self.done_buf);
-        done.extend(self.tracker.take_done());
+        let mut done = self.tracker.swap_done();
         for d in done.drain(..) {
             if self.core.digests_waiting() {
                 let outcome = match d.outcome {
@@ -266,7 +265,7 @@ impl Relay {
                 self.finish_action(action, d.kind, d.outcome);
             }
         }
-        self.done_buf = done;
+        self.tracker.give_back_done(done);
     }
 
     fn finish_action(&mut self, action: Action, kind: TKind, outcome: Outcome) {

@@ -79,7 +79,12 @@ impl super::Relay {
 /// A client's protocol-level named statements.
 #[derive(Default)]
 pub struct Statements {
-    map: HashMap<Bytes, Rc<Stmt>>,
+    /// (Boxed, and None when empty: most sessions hold none, and every one holds this.)
+    #[expect(
+        clippy::box_collection,
+        reason = "a session's inline size, not the map's"
+    )]
+    map: Option<Box<HashMap<Bytes, Rc<Stmt>>>>,
 }
 
 impl Statements {
@@ -94,7 +99,7 @@ impl Statements {
         parsed_under: u64,
         current: impl Fn(u128) -> u128,
     ) -> Option<Rc<Stmt>> {
-        let st = self.map.get_mut(name)?;
+        let st = self.map.as_mut()?.get_mut(name)?;
         if st.parsed_under != parsed_under {
             *st = Rc::new(Stmt::new(
                 st.query.clone(),
@@ -109,18 +114,23 @@ impl Statements {
 
     /// The text of the client's statement `name`.
     pub fn query(&self, name: &[u8]) -> Option<&[u8]> {
-        self.map.get(name).map(|s| &s.query[..])
+        self.map.as_ref()?.get(name).map(|s| &s.query[..])
     }
 
     pub fn insert(&mut self, name: Bytes, stmt: Rc<Stmt>) {
-        self.map.insert(name, stmt);
+        self.map.get_or_insert_default().insert(name, stmt);
     }
 
     pub fn remove(&mut self, name: &[u8]) -> Option<Rc<Stmt>> {
-        self.map.remove(name)
+        let map = self.map.as_mut()?;
+        let gone = map.remove(name);
+        if map.is_empty() {
+            self.map = None;
+        }
+        gone
     }
 
     pub fn clear(&mut self) {
-        self.map.clear();
+        self.map = None;
     }
 }
