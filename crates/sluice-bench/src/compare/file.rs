@@ -140,6 +140,11 @@ pub struct TargetSpec {
     /// what the handshake costs the target).
     #[serde(default)]
     pub tls: bool,
+    /// In a [scale] crowd, its idle clients run nothing after they log in (by default
+    /// each runs one `SELECT 1`). For a session-mode pooler, whose client keeps a
+    /// server connection once it ran a statement.
+    #[serde(default)]
+    pub idle_silent: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

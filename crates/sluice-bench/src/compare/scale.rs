@@ -75,7 +75,7 @@ pub fn measure(
         "sluice-bench: scale {}: opening {} idle clients",
         target.name, s.idle
     );
-    let crowd = idle_rt.block_on(open_crowd(&login, s.idle))?;
+    let crowd = idle_rt.block_on(open_crowd(&login, s.idle, !target.idle_silent))?;
     std::thread::sleep(Duration::from_secs_f64(s.settle.clamp(0.0, 600.0)));
     let (rss_idle, _) = memory_kib(pid)?;
     let with_idle = spec
@@ -111,10 +111,10 @@ pub fn measure(
     })
 }
 
-/// Opens `n` logged-in connections, a few dozen logins at a time; each runs one
-/// `SELECT 1` (an idle client is one that has worked and waits: what its statement
-/// left behind counts too).
-async fn open_crowd(t: &SqlTarget, n: usize) -> Result<Vec<SqlConn>> {
+/// Opens `n` logged-in connections, a few dozen logins at a time; with `work`, each
+/// runs one `SELECT 1` (an idle client is one that has worked and waits: what its
+/// statement left behind counts too).
+async fn open_crowd(t: &SqlTarget, n: usize, work: bool) -> Result<Vec<SqlConn>> {
     let gate = Arc::new(Semaphore::new(CONNECTING_AT_ONCE));
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..n {
@@ -122,7 +122,9 @@ async fn open_crowd(t: &SqlTarget, n: usize) -> Result<Vec<SqlConn>> {
         set.spawn(async move {
             let _permit = gate.acquire_owned().await;
             let mut c = SqlConn::connect(&t, &t.db).await?;
-            c.simple("SELECT 1").await?;
+            if work {
+                c.simple("SELECT 1").await?;
+            }
             anyhow::Ok(c)
         });
     }

@@ -295,8 +295,8 @@ fn scale_ops(s: &Summary) -> String {
 fn scale(out: &mut String, records: &[ScaleRecord]) {
     out.push_str("### Connection scale\n\n");
     out.push_str(
-        "Idle clients connect, log in and run one `SELECT 1`, then stay silent while the \
-         active connections run. RSS is the target process's resident set; bytes per idle client is \
+        "Idle clients connect, log in and run one `SELECT 1` (those of a target marked \
+         `idle_silent` run nothing), then stay silent while the active connections run. RSS is the target process's resident set; bytes per idle client is \
          (RSS with idle − RSS before) / idle clients.\n\n",
     );
     out.push_str(
