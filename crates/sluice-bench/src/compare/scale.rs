@@ -146,7 +146,7 @@ async fn open_crowd(t: &SqlTarget, n: usize, work: bool) -> Result<Vec<SqlConn>>
     }
     if failed > 0 {
         bail!(
-            "{failed} of {n} idle clients could not log in; first error: {}",
+            "{failed} of {n} idle clients could not log in (or run their SELECT 1); first error: {}",
             first.unwrap_or_default()
         );
     }

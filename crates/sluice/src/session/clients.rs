@@ -66,7 +66,6 @@ pub struct Book {
     next: AtomicU64,
 }
 
-/// What a client logging in tells the book.
 /// A client's listener, user and database names, as `Shared::names` keeps them (one
 /// copy for all the clients of one user).
 #[derive(Clone)]
@@ -86,6 +85,7 @@ impl Names {
     }
 }
 
+/// What a client logging in tells the book.
 pub struct Arrival<'a> {
     pub protocol: &'static str,
     pub names: Names,

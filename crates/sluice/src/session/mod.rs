@@ -38,8 +38,6 @@ impl TxStatus {
     }
 }
 
-/// May the client's server connection be released now? Only at rest (nothing in flight),
-/// outside a transaction, in transaction mode, and with no pinning state.
 /// Lets go of an empty queue's memory (a session at rest keeps none).
 pub fn shed<T>(q: &mut std::collections::VecDeque<T>) {
     if q.is_empty() && q.capacity() > 0 {
@@ -47,6 +45,8 @@ pub fn shed<T>(q: &mut std::collections::VecDeque<T>) {
     }
 }
 
+/// May the client's server connection be released now? Only at rest (nothing in flight),
+/// outside a transaction, in transaction mode, and with no pinning state.
 pub fn may_release(mode: PoolMode, at_rest: bool, tx: TxStatus, ledger: &Ledger) -> bool {
     mode == PoolMode::Transaction && at_rest && tx == TxStatus::Idle && !ledger.is_pinned()
 }

@@ -34,6 +34,12 @@ impl driver::Relay for Relay {
     }
 
     async fn on_client(&mut self) -> Result<(), End> {
+        if self.s.cancel.slot.terminated() {
+            // pg_terminate_backend shut the socket for reading, which may still have
+            // handed over what the client sent after: it is not run.
+            self.core.io.cbuf.clear();
+            return Err(self.client_closed());
+        }
         self.client_step().await
     }
 
