@@ -366,9 +366,9 @@ async fn await_answer<R: Relay>(r: &mut R) -> Result<(), End> {
     let done = {
         let sink = r.answer_sink().map(std::mem::take);
         let core: &mut Core<R::Conn> = r;
+        let stop = &core.shared.shutdown;
         match sink {
             Some(mut s) => {
-                let stop = &core.shared.shutdown;
                 let d = core
                     .io
                     .next_answer(&answer, Some(&mut s), &mut gone, stop)
@@ -378,10 +378,7 @@ async fn await_answer<R: Relay>(r: &mut R) -> Result<(), End> {
                 }
                 d
             }
-            None => {
-                let stop = &core.shared.shutdown;
-                core.io.next_answer(&answer, None, &mut gone, stop).await
-            }
+            None => core.io.next_answer(&answer, None, &mut gone, stop).await,
         }
     };
     if gone {
