@@ -215,12 +215,12 @@ enum At {
     Alias(Mode),
 }
 
-/// What identifies a statement's shape: its digest id, its kind and whether the text
-/// holds several statements ([`facts`] without the digest text and the tables; no
-/// allocation: the digest text is built in a buffer kept per thread).
+/// What identifies a statement's shape: a hash of its digest text, its kind and
+/// whether the text holds several statements ([`facts`] without the digest text, the
+/// digest id and the tables; no allocation: the digest text is built in a buffer kept
+/// per thread, and hashed once).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shape {
-    pub digest: u64,
     /// A 128-bit hash of the digest text, for caches that must not confuse two shapes.
     pub key: u128,
     pub kind: Kind,
@@ -236,14 +236,12 @@ pub fn shape(sql: &[u8], dialect: Dialect) -> Shape {
         let mut out = b.borrow_mut();
         out.clear();
         let (kind, several) = scan(sql, dialect, &mut out, None);
-        let digest = xxhash_rust::xxh3::xxh3_64(out.as_bytes());
         let key = xxhash_rust::xxh3::xxh3_128(out.as_bytes());
         if out.capacity() > 64 * 1024 {
             // One huge statement must not keep its buffer.
             *out = String::new();
         }
         Shape {
-            digest,
             key,
             kind,
             several,

@@ -216,7 +216,7 @@ proptest! {
         for dialect in [Dialect::Postgres, Dialect::MySql] {
             let f = facts(s.as_bytes(), dialect);
             let shape = super::shape(s.as_bytes(), dialect);
-            prop_assert_eq!((shape.digest, shape.kind, shape.several), (f.digest, f.kind, f.several));
+            prop_assert_eq!((shape.kind, shape.several), (f.kind, f.several));
             prop_assert_eq!(shape.key, xxhash_rust::xxh3::xxh3_128(f.digest_text.as_bytes()));
         }
     }

@@ -165,6 +165,7 @@ pub async fn serve(
     stop: CancellationToken,
 ) {
     let name = ctx.load().cfg.name.clone();
+    let relays = tasks.clone();
     accept(
         shared,
         socket,
@@ -178,6 +179,7 @@ pub async fn serve(
                 ctx,
                 tcp,
                 slot,
+                tasks: relays.clone(),
             };
             // The protocol's future is the task itself: no async block around it that
             // would keep the accepted client a second time for the client's whole life.

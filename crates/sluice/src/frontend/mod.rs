@@ -13,24 +13,31 @@ pub struct Accepted {
     /// The client's place under the process-wide cap; `None` when the cap is reached
     /// (the frontend refuses the client in its protocol).
     pub slot: Option<crate::shared::ClientSlot>,
+    /// Where the client's relay task goes once it is logged in.
+    pub tasks: tokio_util::task::TaskTracker,
 }
 
-/// A client's life in two phases, each in a box of its own: admission (startup, TLS,
-/// login: large, short-lived state, freed once done) and the relay. The task itself
-/// then holds next to nothing, which is what keeps an idle client at a few KiB. (The
-/// phases come as functions: a future passed in by value would sit in this one's state.)
+/// A client's life in two phases: admission (startup, TLS, login: large, short-lived
+/// state, in a box freed once done) and the relay, a task of its own spawned into
+/// `tasks` once the client is logged in. The relay's state then sits in its task's own
+/// allocation (tokio's task cell), with nothing else around it: one allocation for the
+/// whole idle session, not a cell plus a box. (The phases come as functions: a future
+/// passed in by value would sit in this one's state.)
 pub async fn admit_then_relay<S, C, A, R>(
     shared: std::sync::Arc<crate::shared::Shared>,
+    tasks: tokio_util::task::TaskTracker,
     admit: impl FnOnce() -> A,
     relay: impl FnOnce(std::sync::Arc<crate::shared::Shared>, S, C) -> R,
 ) where
     A: Future<Output = Option<(S, C, crate::shared::ClientSlot)>>,
-    R: Future<Output = ()>,
+    R: Future<Output = ()> + Send + 'static,
 {
-    let Some((session, client, _slot)) = Box::pin(admit()).await else {
+    let Some((session, client, slot)) = Box::pin(admit()).await else {
         return;
     };
-    Box::pin(relay(shared, session, client)).await;
+    // The client's place under the cap goes with the relay, and is given back when it ends.
+    let relay = relay(shared, session, client);
+    tasks.spawn(futures_util::FutureExt::map(relay, move |()| drop(slot)));
 }
 
 /// What a frontend needs to know about the listener a client came in on.

@@ -34,13 +34,31 @@ pub struct Judging {
     last: Option<Arc<Statement>>,
     /// (Boxed: most sessions never have one, and every session holds this.)
     prepared: Option<Box<Prepared>>,
-    /// The statement judged last, to be counted in its digest once sent and answered;
-    /// those sent, by the protocol's token.
-    next: Option<Pending>,
-    wait: std::collections::VecDeque<(u64, Pending)>,
+    /// Statements to be counted in their digests (boxed, and dropped while the session
+    /// rests: every session with digests holds this, and an idle one needs none).
+    queue: Option<Box<Queue>>,
     /// What a rule asked for the statement judged last beyond where it goes (boxed:
     /// rare, and every session with digests holds this).
     asked: Option<Box<Asked>>,
+}
+
+/// The statement judged last, to be counted in its digest once sent and answered;
+/// those sent, by the protocol's token.
+#[derive(Default)]
+struct Queue {
+    next: Option<Pending>,
+    wait: std::collections::VecDeque<(u64, Pending)>,
+}
+
+impl Judging {
+    /// Sets (or clears) the statement judged last.
+    fn set_next(&mut self, p: Option<Pending>) {
+        match (&mut self.queue, p) {
+            (Some(q), p) => q.next = p,
+            (None, Some(p)) => self.queue.get_or_insert_default().next = Some(p),
+            (None, None) => {}
+        }
+    }
 }
 
 /// A rule's timeout for the statement judged last (PostgreSQL: the clock cancels it;
@@ -103,8 +121,7 @@ impl Judging {
             session: DigestKey::session(user, database, &listener.name),
             last: None,
             prepared: Default::default(),
-            next: None,
-            wait: Default::default(),
+            queue: None,
             asked: None,
         }))
     }
@@ -158,7 +175,7 @@ pub fn judge<C: PoolConn>(
 ) -> Judged {
     core.target = None;
     if let Some(j) = core.judging.as_deref_mut() {
-        j.next = None;
+        j.set_next(None);
         j.asked = None;
     }
     if let Some(database) = database
@@ -226,7 +243,7 @@ pub fn judge<C: PoolConn>(
     }
     let routes = j.rules.set.routes();
     if let Some(j) = core.judging.as_deref_mut() {
-        j.next = pending;
+        j.set_next(pending);
     }
     if routes && simple && !again {
         match (transaction_word(&stmt.facts), core.deferred.is_some()) {
@@ -296,22 +313,22 @@ pub fn judge<C: PoolConn>(
 impl<C: PoolConn> Core<C> {
     /// Statements sent await their answers to be counted in their digests.
     pub fn digests_waiting(&self) -> bool {
-        self.judging.as_ref().is_some_and(|j| !j.wait.is_empty())
+        (self.judging.as_ref())
+            .is_some_and(|j| j.queue.as_ref().is_some_and(|q| !q.wait.is_empty()))
     }
 
     /// The statement judged last is not counted in a digest now (a prepare: counted
     /// when executed).
     pub fn skip_digest(&mut self) {
         if let Some(j) = self.judging.as_deref_mut() {
-            j.next = None;
+            j.set_next(None);
         }
     }
 
     /// Nothing sent before is counted in a digest any more (the session was reset).
     pub fn forget_digests(&mut self) {
         if let Some(j) = self.judging.as_deref_mut() {
-            j.next = None;
-            j.wait.clear();
+            j.queue = None;
         }
     }
 
@@ -385,18 +402,25 @@ fn may_move<C: PoolConn>(core: &Core<C>, t: &Destination) -> Result<(), Error> {
 
 /// The session waits with nothing in flight: its digest queue keeps no memory.
 pub fn rest<C: PoolConn>(core: &mut Core<C>) {
-    if let Some(j) = core.judging.as_deref_mut() {
-        super::shed(&mut j.wait);
+    if let Some(j) = core.judging.as_deref_mut()
+        && j.queue
+            .as_ref()
+            .is_some_and(|q| q.next.is_none() && q.wait.is_empty())
+    {
+        j.queue = None;
     }
 }
 
 /// The statement judged last goes to a server now; its answer ends the protocol's
 /// entry `token` (tokens grow; [`SHARED`] for a shared connection).
 pub fn digest_sent<C: PoolConn>(core: &mut Core<C>, token: u64) {
-    if let Some(j) = core.judging.as_deref_mut()
-        && let Some(p) = j.next.take()
+    if let Some(q) = core
+        .judging
+        .as_deref_mut()
+        .and_then(|j| j.queue.as_deref_mut())
+        && let Some(p) = q.next.take()
     {
-        j.wait.push_back((token, p));
+        q.wait.push_back((token, p));
     }
 }
 
@@ -406,11 +430,14 @@ pub fn digest_done<C: PoolConn>(core: &mut Core<C>, token: u64, outcome: Outcome
     let Some(j) = core.judging.as_deref_mut() else {
         return;
     };
-    while let Some((t, _)) = j.wait.front() {
+    let Some(q) = j.queue.as_deref_mut() else {
+        return;
+    };
+    while let Some((t, _)) = q.wait.front() {
         if *t > token {
             break;
         }
-        let Some((t, p)) = j.wait.pop_front() else {
+        let Some((t, p)) = q.wait.pop_front() else {
             break;
         };
         if t != token {
@@ -458,12 +485,13 @@ pub fn recall<C: PoolConn>(core: &mut Core<C>, name: &[u8]) {
         return;
     };
     let known = j.prepared.as_ref().and_then(|p| p.get(name));
-    j.next = known.map(|stmt| Pending {
+    let next = known.map(|stmt| Pending {
         stmt: stmt.clone(),
         database: j.who.database.clone(),
         session: j.session,
         at: Instant::now(),
     });
+    j.set_next(next);
 }
 
 /// The statement prepared under `name` was closed.

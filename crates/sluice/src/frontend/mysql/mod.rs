@@ -84,6 +84,7 @@ impl Client {
 pub fn serve(a: crate::frontend::Accepted) -> impl Future<Output = ()> + Send + use<> {
     crate::frontend::admit_then_relay(
         a.shared.clone(),
+        a.tasks.clone(),
         move || admit(a),
         |shared, s, c: Client| crate::session::mysql::run(shared, s, c.stream, c.buf, c.caps),
     )
