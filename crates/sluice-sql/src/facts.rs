@@ -241,11 +241,7 @@ pub fn shape(sql: &[u8], dialect: Dialect) -> Shape {
             // One huge statement must not keep its buffer.
             *out = String::new();
         }
-        Shape {
-            key,
-            kind,
-            several,
-        }
+        Shape { key, kind, several }
     })
 }
 

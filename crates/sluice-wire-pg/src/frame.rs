@@ -166,7 +166,8 @@ pub enum Item {
 /// read buffer whatever the message size (up to the cap).
 #[derive(Debug, Default, Clone)]
 pub struct Scanner {
-    skip: usize,
+    /// (A u32: a frame's length is an Int32, and two scanners sit in every session.)
+    skip: u32,
 }
 
 impl Scanner {
@@ -183,11 +184,12 @@ impl Scanner {
         whole: impl Fn(u8) -> bool,
     ) -> Result<Option<Item>, FrameError> {
         if self.skip > 0 {
-            let n = self.skip.min(buf.len());
+            let n = (self.skip as usize).min(buf.len());
             if n == 0 {
                 return Ok(None);
             }
-            self.skip -= n;
+            // (n <= skip, a u32.)
+            self.skip -= n as u32;
             return Ok(Some(Item::Chunk(n)));
         }
         // Messages that stream through (rows, copy data) are bounded only by the
@@ -205,7 +207,8 @@ impl Scanner {
             return Ok(Some(Item::Whole(h)));
         }
         if h.frame_len > stream_over && !whole(h.tag) {
-            self.skip = h.body_len();
+            // (Under STREAMED_MAX, itself an Int32.)
+            self.skip = u32::try_from(h.body_len()).unwrap_or(u32::MAX);
             return Ok(Some(Item::Head(h)));
         }
         Ok(None)

@@ -56,7 +56,9 @@ pub struct Core<C: PoolConn> {
     pub route: RouteMark,
     /// What the client changed on its server connection.
     pub ledger: Ledger,
-    pub max_message: usize,
+    /// (A u32, in what would be padding: frames are under 4 GiB. See
+    /// [`Core::max_message`].)
+    max_message: u32,
     /// The answer to the client's request, coming from a shared connection.
     pub muxed: Option<Arc<crate::mux::Answer>>,
     /// The session's timeouts, when its pool has any (session/timeouts.rs).
@@ -84,7 +86,8 @@ pub struct Core<C: PoolConn> {
     pub target: Option<Box<crate::rules::Destination>>,
     /// A BEGIN answered by Sluice, sent before the transaction's first statement on the
     /// server that statement goes to (session/judge.rs).
-    pub deferred: Option<Box<[u8]>>,
+    /// (A thin box: rare, and every session holds this.)
+    pub deferred: Option<Box<Vec<u8>>>,
 }
 
 /// What a session knows when it starts relaying.
@@ -107,10 +110,9 @@ impl<C: PoolConn> Core<C> {
         cbuf: BytesMut,
         clock: Option<Box<Clock>>,
     ) -> Core<C> {
-        let home = seat.client.as_ref().map(|c| c.info.clone());
         Core {
             client: seat.client,
-            io: Pump::new(&shared, client, cbuf, &seat.cfg.name, home),
+            io: Pump::new(&shared, client, cbuf, &seat.cfg.name),
             shared,
             mode: seat.mode,
             cfg: seat.cfg,
@@ -118,7 +120,7 @@ impl<C: PoolConn> Core<C> {
             lease: seat.lease.map(Box::new),
             route: seat.route,
             ledger: Ledger::default(),
-            max_message: seat.max_message,
+            max_message: u32::try_from(seat.max_message).unwrap_or(u32::MAX),
             muxed: None,
             clock,
             retry: None,
@@ -147,6 +149,16 @@ impl<C: PoolConn> Core<C> {
     /// the answer is for this request only).
     pub fn routed_class(&mut self) -> Option<sluice_sql::Class> {
         std::mem::take(&mut self.classified).then_some(self.class)
+    }
+
+    /// The largest message the client may send (`max_message_size`).
+    pub fn max_message(&self) -> usize {
+        self.max_message as usize
+    }
+
+    /// A new `max_message_size` (the client logged in again as another user).
+    pub fn set_max_message(&mut self, max: usize) {
+        self.max_message = u32::try_from(max).unwrap_or(u32::MAX);
     }
 
     /// The request about to be handled is one sent again (see session/lost.rs).
@@ -312,7 +324,8 @@ async fn main_loop<R: Relay>(r: &mut R) -> End {
         }
         let core: &mut Core<R::Conn> = r;
         let server = core.lease.as_mut().map(|l| l.conn.duplex());
-        let ev = core.io.next(server, &core.shared.shutdown).await;
+        let watch = super::pump::Watch::of(&core.shared, &core.client);
+        let ev = core.io.next(server, watch).await;
         activity = matches!(ev, Event::ClientRead(Ok(1..)));
         let step = match ev {
             Event::ServerRead(Ok(0) | Err(_)) if r.server_may_close() => Err(End::ServerClosed),
@@ -366,7 +379,7 @@ async fn await_answer<R: Relay>(r: &mut R) -> Result<(), End> {
     let done = {
         let sink = r.answer_sink().map(std::mem::take);
         let core: &mut Core<R::Conn> = r;
-        let stop = &core.shared.shutdown;
+        let stop = super::pump::Watch::of(&core.shared, &core.client);
         match sink {
             Some(mut s) => {
                 let d = core

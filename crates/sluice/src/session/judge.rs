@@ -248,7 +248,7 @@ pub fn judge<C: PoolConn>(
     if routes && simple && !again {
         match (transaction_word(&stmt.facts), core.deferred.is_some()) {
             (Some(Tx::Begin), false) if between && core.tx_mode() && core.lease.is_none() => {
-                core.deferred = Some(sql.into());
+                core.deferred = Some(Box::new(sql.to_vec()));
                 return Judged::Begin;
             }
             (Some(Tx::End(commit)), true) => {

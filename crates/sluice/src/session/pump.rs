@@ -30,23 +30,40 @@ pub enum Event {
 /// Whether Sluice is stopping (`Shared::shutdown`).
 pub type Stop = tokio::sync::watch::Receiver<bool>;
 
+/// What a pump's wait watches besides the sockets: whether Sluice is stopping
+/// (`Shared::shutdown`), and the client's line in the book, where the session leaves
+/// its waker for the stop to wake it (no waiting future of its own per client) and
+/// sees a KILL CLIENT. Passed in, not kept: the session holds both already.
+#[derive(Clone, Copy)]
+pub struct Watch<'a> {
+    pub stop: &'a Stop,
+    pub home: Option<&'a crate::session::clients::ClientInfo>,
+}
+
+impl<'a> Watch<'a> {
+    pub fn of(
+        shared: &'a crate::shared::Shared,
+        client: &'a Option<crate::session::clients::Entry>,
+    ) -> Watch<'a> {
+        Watch {
+            stop: &shared.shutdown,
+            home: client.as_ref().map(|c| &*c.info),
+        }
+    }
+}
+
 /// The client socket, the bytes in flight each way, and the shutdown signal.
 pub struct Pump {
     pub client: Stream,
     /// Bytes read from the client not yet handled.
-    pub cbuf: BytesMut,
-    pub to_client: BytesMut,
-    pub to_server: BytesMut,
+    pub cbuf: LazyBuf,
+    pub to_client: LazyBuf,
+    pub to_server: LazyBuf,
     pub shutting_down: bool,
     /// Read nothing more from the client for now (its statement's answer is pending).
     pause_client: bool,
     flush_client: bool,
     flush_server: bool,
-    /// Where the session leaves its waker for Sluice's stop to wake it: its line in
-    /// the client book (no waiting future of its own per client, which cost 150 bytes
-    /// an idle client). Whether Sluice is stopping is `Shared::shutdown`, which the
-    /// caller passes in.
-    home: Option<Arc<crate::session::clients::ClientInfo>>,
     /// The session's next timeout (see session/timeouts.rs); only sessions with
     /// timeouts configured ever have a timer. `armed`: its deadline is the one set
     /// with [`Pump::set_deadline`] and has not passed yet.
@@ -56,12 +73,54 @@ pub struct Pump {
     counters: Arc<crate::stats::counters::ListenerCounters>,
 }
 
-/// Gives an empty buffer's memory back: a client waiting for its next statement (or
-/// for an answer) holds no buffer of its own, which is what lets thousands of idle
-/// clients cost a few KiB each.
+/// A byte buffer that costs one pointer while it holds nothing: it dereferences to a
+/// `BytesMut`, made (in a box of its own) when first written to, and dropped by
+/// [`LazyBuf::release`] once empty. A client waiting for its next statement (or for an
+/// answer) so holds no buffer, nor a buffer's 32-byte header, of its own: what lets
+/// thousands of idle clients cost little each.
+#[derive(Default)]
+pub struct LazyBuf(Option<Box<BytesMut>>);
+
+/// Gives an empty buffer's memory back (a server connection's read buffer).
 fn release(buf: &mut BytesMut) {
     if buf.is_empty() && buf.capacity() > 0 {
         *buf = BytesMut::new();
+    }
+}
+
+/// What an absent [`LazyBuf`] reads as.
+static EMPTY: std::sync::LazyLock<BytesMut> = std::sync::LazyLock::new(BytesMut::new);
+
+impl LazyBuf {
+    pub fn new(buf: BytesMut) -> LazyBuf {
+        let mut b = LazyBuf(Some(Box::new(buf)));
+        b.release();
+        b
+    }
+
+    /// Gives an empty buffer's memory back.
+    pub fn release(&mut self) {
+        if self.0.as_ref().is_some_and(|b| b.is_empty()) {
+            self.0 = None;
+        }
+    }
+
+    /// The bytes, leaving it empty.
+    pub fn take(&mut self) -> BytesMut {
+        self.0.take().map_or_else(BytesMut::new, |b| *b)
+    }
+}
+
+impl std::ops::Deref for LazyBuf {
+    type Target = BytesMut;
+    fn deref(&self) -> &BytesMut {
+        self.0.as_deref().unwrap_or(&EMPTY)
+    }
+}
+
+impl std::ops::DerefMut for LazyBuf {
+    fn deref_mut(&mut self) -> &mut BytesMut {
+        self.0.get_or_insert_default()
     }
 }
 
@@ -76,18 +135,16 @@ impl Pump {
         client: Stream,
         cbuf: BytesMut,
         listener: &str,
-        home: Option<Arc<crate::session::clients::ClientInfo>>,
     ) -> Pump {
         Pump {
             client,
-            cbuf,
-            to_client: BytesMut::new(),
-            to_server: BytesMut::new(),
+            cbuf: LazyBuf::new(cbuf),
+            to_client: LazyBuf::default(),
+            to_server: LazyBuf::default(),
             shutting_down: false,
             pause_client: false,
             flush_client: false,
             flush_server: false,
-            home,
             timer: None,
             armed: false,
             counters: shared.counters.listener(listener),
@@ -118,7 +175,7 @@ impl Pump {
     pub fn poll_io(
         &mut self,
         server: Option<(&mut Stream, &mut BytesMut)>,
-        stop: &Stop,
+        watch: Watch<'_>,
         cx: &mut Context<'_>,
     ) -> Poll<Event> {
         if let Some((stream, rbuf)) = server {
@@ -170,7 +227,7 @@ impl Pump {
             && !self.pause_client
             && let Poll::Ready(r) = self.client.poll_read_grow(cx, &mut self.cbuf, READ_CHUNK)
         {
-            if self.home.as_ref().is_some_and(|h| h.killed()) {
+            if watch.home.is_some_and(|h| h.killed()) {
                 // KILL CLIENT: what the client sent after it is not run (its socket,
                 // shut for reading, may still have handed it over).
                 self.cbuf.clear();
@@ -181,7 +238,7 @@ impl Pump {
             }
             return Poll::Ready(Event::ClientRead(r));
         }
-        if !self.shutting_down && self.stopping(stop, cx) {
+        if !self.shutting_down && Self::stopping(watch, cx) {
             return Poll::Ready(Event::Shutdown);
         }
         if self.armed
@@ -191,19 +248,19 @@ impl Pump {
             self.armed = false;
             return Poll::Ready(Event::Timeout);
         }
-        release(&mut self.cbuf);
-        release(&mut self.to_client);
-        release(&mut self.to_server);
+        self.cbuf.release();
+        self.to_client.release();
+        self.to_server.release();
         Poll::Pending
     }
 
     /// Whether Sluice is stopping; if not, the stop wakes this task (the waker is left
     /// first, then the flag read: a stop between the two still finds the waker).
-    fn stopping(&mut self, stop: &Stop, cx: &mut Context<'_>) -> bool {
-        if let Some(home) = &self.home {
+    fn stopping(watch: Watch<'_>, cx: &mut Context<'_>) -> bool {
+        if let Some(home) = watch.home {
             home.wake_on_stop(cx.waker());
         }
-        *stop.borrow()
+        *watch.stop.borrow()
     }
 
     /// The next event (see [`Pump::poll_io`]).
@@ -212,11 +269,11 @@ impl Pump {
     pub fn next<'a>(
         &'a mut self,
         mut server: Option<(&'a mut Stream, &'a mut BytesMut)>,
-        stop: &'a Stop,
+        watch: Watch<'a>,
     ) -> impl Future<Output = Event> + Send + 'a {
         std::future::poll_fn(move |cx| {
             let s = server.as_mut().map(|(st, b)| (&mut **st, &mut **b));
-            self.poll_io(s, stop, cx)
+            self.poll_io(s, watch, cx)
         })
     }
 
@@ -230,14 +287,14 @@ impl Pump {
         answer: &crate::mux::Answer,
         mut sink: Option<&mut BytesMut>,
         gone: &mut bool,
-        stop: &Stop,
+        watch: Watch<'_>,
     ) -> Option<Result<Vec<u8>, crate::error::Error>> {
         // What the client sends meanwhile waits in its buffer, up to a bound.
         self.pause_client = self.cbuf.len() >= HIGH_WATER;
         let got = std::future::poll_fn(|cx| {
             let target = match sink.as_deref_mut() {
                 Some(s) => Some(s),
-                None if self.to_client.len() < HIGH_WATER => Some(&mut self.to_client),
+                None if self.to_client.len() < HIGH_WATER => Some(&mut *self.to_client),
                 None => None,
             };
             if let Some(target) = target
@@ -245,7 +302,7 @@ impl Pump {
             {
                 return Poll::Ready(Ok(d));
             }
-            self.poll_io(None, stop, cx).map(Err)
+            self.poll_io(None, watch, cx).map(Err)
         })
         .await;
         self.pause_client = false;
@@ -270,7 +327,7 @@ impl Pump {
         if self.to_client.is_empty() {
             return;
         }
-        let out = std::mem::take(&mut self.to_client);
+        let out = self.to_client.take();
         self.counters.sent(out.len());
         let _ = tokio::time::timeout(
             std::time::Duration::from_secs(5),

@@ -84,7 +84,7 @@ impl Relay {
         // Everything before the command is answered; the exchange is the client's own.
         self.core.io.flush_client_now().await;
         let readmit = self.s.readmit.clone();
-        let (shared, max) = (self.core.shared.clone(), self.core.max_message);
+        let (shared, max) = (self.core.shared.clone(), self.core.max_message());
         let caps = self.s.caps;
         let login = (caps, self.s.scramble);
         let new = readmit.readmit(&shared, &mut self.core.io, cu, login, max);
@@ -107,7 +107,7 @@ impl Relay {
                 Ok(l) => lease = Some(Box::new(l)),
                 Err(LoginError::Server(err)) => {
                     let mut s = seq;
-                    packet::write_packet(&mut self.core.io.to_client, &mut s, &err);
+                    packet::write_packet(&mut *self.core.io.to_client, &mut s, &err);
                     return Ok(Cmd::Taken);
                 }
                 Err(LoginError::Proxy(e)) => {
@@ -135,7 +135,7 @@ impl Relay {
         self.core.pool = pool;
         self.core.mode = mode;
         self.core.lease = lease;
-        self.core.max_message = max_message;
+        self.core.set_max_message(max_message);
         self.rejudge(&user, &self.core.pool.key.database.clone());
         self.s
             .kill
@@ -147,7 +147,7 @@ impl Relay {
         let mut ok = Vec::new();
         resp::encode_ok(&mut ok, caps, 0, 0, self.status, 0, b"");
         let mut s = seq;
-        packet::write_packet(&mut self.core.io.to_client, &mut s, &ok);
+        packet::write_packet(&mut *self.core.io.to_client, &mut s, &ok);
         Ok(Cmd::Taken)
     }
 
@@ -195,7 +195,7 @@ impl Relay {
         let rest = self.core.io.cbuf.split_off(4 + len);
         self.core.io.cbuf.clear();
         let mut seq = 0;
-        packet::write_packet(&mut self.core.io.cbuf, &mut seq, &p);
+        packet::write_packet(&mut *self.core.io.cbuf, &mut seq, &p);
         self.core.io.cbuf.unsplit(rest);
         p.len()
     }

@@ -298,7 +298,7 @@ impl super::Relay {
         let mut ok = Vec::new();
         sluice_wire_mysql::resp::encode_ok(&mut ok, self.s.caps, 0, 0, self.status, 0, b"");
         let mut seq = 1;
-        packet::write_packet(&mut self.core.io.to_client, &mut seq, &ok);
+        packet::write_packet(&mut *self.core.io.to_client, &mut seq, &ok);
         Kill::Answered
     }
 }

@@ -218,7 +218,7 @@ impl Relay {
             if self.blocked {
                 return Ok(());
             }
-            if self.c_logical + len > self.core.max_message {
+            if self.c_logical + len > self.core.max_message() {
                 let e = Error::new(
                     Kind::Protocol,
                     Side::Client,
@@ -375,9 +375,9 @@ impl Relay {
         }
         let effects = if tx {
             self.hold_once = false;
-            let cbuf = std::mem::take(&mut self.core.io.cbuf);
+            let cbuf = std::mem::take(&mut *self.core.io.cbuf);
             let e = self.command_effects(cmd, &cbuf[4..4 + len]);
-            self.core.io.cbuf = cbuf;
+            *self.core.io.cbuf = cbuf;
             e
         } else {
             None
@@ -419,7 +419,7 @@ impl Relay {
                 }
                 Err(crate::backend::LoginError::Server(err)) => {
                     let mut s = answer_seq;
-                    packet::write_packet(&mut self.core.io.to_client, &mut s, &err);
+                    packet::write_packet(&mut *self.core.io.to_client, &mut s, &err);
                     return Ok(Cmd::Consumed);
                 }
             }
@@ -442,7 +442,7 @@ impl Relay {
                 self.origins.push_back(Origin::Kill);
             }
             let mut seq = 0;
-            packet::write_packet(&mut self.core.io.to_server, &mut seq, &p);
+            packet::write_packet(&mut *self.core.io.to_server, &mut seq, &p);
             return Ok(Cmd::Consumed);
         }
         if tx {
@@ -451,9 +451,9 @@ impl Relay {
             if is_stmt_command(cmd) {
                 return self.stmt_command(cmd, len);
             }
-            let cbuf = std::mem::take(&mut self.core.io.cbuf);
+            let cbuf = std::mem::take(&mut *self.core.io.cbuf);
             self.restore_last_insert_id(cmd, &cbuf[4..4 + len]);
-            self.core.io.cbuf = cbuf;
+            *self.core.io.cbuf = cbuf;
             if cmd == consts::COM_STMT_PREPARE {
                 let sql = self::stmts::prepare_text(&self.core.io.cbuf, len);
                 let hash = self::stmts::hash(&sql);
@@ -484,11 +484,11 @@ impl Relay {
             None if self.core.may_retry() => self.class_of(consts::COM_QUERY, len),
             None => sluice_sql::Class::Write,
         };
-        let cbuf = std::mem::take(&mut self.core.io.cbuf);
+        let cbuf = std::mem::take(&mut *self.core.io.cbuf);
         if let Some(packet) = cbuf.get(..4 + len) {
             driver::arm_retry(&mut self.core, class, packet);
         }
-        self.core.io.cbuf = cbuf;
+        *self.core.io.cbuf = cbuf;
     }
 
     /// Handles every complete physical packet the server sent.

@@ -46,7 +46,7 @@ impl Relay {
         }
         let database = self.current_database();
         let between = self.at_rest() && !self.in_transaction();
-        let cbuf = std::mem::take(&mut self.core.io.cbuf);
+        let cbuf = std::mem::take(&mut *self.core.io.cbuf);
         let payload = cbuf.get(5..4 + len).unwrap_or_default();
         let judged = match cmd {
             consts::COM_QUERY | consts::COM_STMT_PREPARE => {
@@ -97,7 +97,7 @@ impl Relay {
                 Judged::Run
             }
         };
-        self.core.io.cbuf = cbuf;
+        *self.core.io.cbuf = cbuf;
         if cmd == consts::COM_STMT_PREPARE {
             // Counted when executed.
             self.core.skip_digest();
@@ -119,7 +119,7 @@ impl Relay {
                 let mut ok = Vec::new();
                 resp::encode_ok(&mut ok, self.s.caps, 0, 0, self.status, 0, b"");
                 let mut seq = answer_seq;
-                packet::write_packet(&mut self.core.io.to_client, &mut seq, &ok);
+                packet::write_packet(&mut *self.core.io.to_client, &mut seq, &ok);
                 Ruled::Answered
             }
         }

@@ -71,7 +71,7 @@ impl Relay {
         p.push(cmd);
         p.extend_from_slice(text);
         let mut seq = 0;
-        packet::write_packet(&mut self.core.io.cbuf, &mut seq, &p);
+        packet::write_packet(&mut *self.core.io.cbuf, &mut seq, &p);
         self.core.io.cbuf.unsplit(rest);
         p.len()
     }
@@ -102,7 +102,7 @@ impl Relay {
             self.origins.push_back(Origin::Injected);
         }
         let mut seq = 0;
-        packet::write_packet(&mut self.core.io.to_server, &mut seq, &p);
+        packet::write_packet(&mut *self.core.io.to_server, &mut seq, &p);
     }
 
     /// Brings a server connection the client just got to the client's session state:

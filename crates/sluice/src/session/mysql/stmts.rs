@@ -167,7 +167,7 @@ impl Relay {
             self.c_seq = 0;
         } else {
             let mut seq = 0;
-            packet::write_packet(&mut self.core.io.to_server, &mut seq, &out);
+            packet::write_packet(&mut *self.core.io.to_server, &mut seq, &out);
         }
         Ok(Cmd::Consumed)
     }

@@ -49,16 +49,16 @@ impl Relay {
     pub(super) async fn on_client_frames(&mut self) -> Result<Option<End>, Error> {
         // Frames are handled where they lie in the read buffer; it is set aside while
         // they are, and given back (with what was handled removed) afterwards.
-        let mut buf = std::mem::take(&mut self.core.io.cbuf);
+        let mut buf = std::mem::take(&mut *self.core.io.cbuf);
         let r = self.client_frames(&mut buf).await;
         if self.core.io.cbuf.is_empty() {
-            self.core.io.cbuf = buf;
+            *self.core.io.cbuf = buf;
         }
         r
     }
 
     async fn client_frames(&mut self, buf: &mut BytesMut) -> Result<Option<End>, Error> {
-        let max = self.core.max_message;
+        let max = self.core.max_message();
         loop {
             let item = self
                 .cscan

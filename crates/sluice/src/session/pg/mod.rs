@@ -98,8 +98,12 @@ enum Action {
 
 /// The client's last unnamed statement, kept in one reused buffer (it changes with
 /// almost every query of clients using the extended protocol).
+/// (Boxed: 8 bytes in every session, not 32; made at the client's first unnamed Parse.)
 #[derive(Default)]
-struct Unnamed {
+struct Unnamed(Option<Box<UnnamedText>>);
+
+#[derive(Default)]
+struct UnnamedText {
     /// Query text, then the parameter types as in the Parse message.
     buf: Vec<u8>,
     query_len: u32,
@@ -108,22 +112,26 @@ struct Unnamed {
 
 impl Unnamed {
     pub fn set(&mut self, query: &[u8], types: &[u8]) {
-        self.buf.clear();
-        self.buf.extend_from_slice(query);
-        self.buf.extend_from_slice(types);
+        let u = self.0.get_or_insert_default();
+        u.buf.clear();
+        u.buf.extend_from_slice(query);
+        u.buf.extend_from_slice(types);
         // (A query is at most a frame, and frames are under 4 GiB.)
-        self.query_len = u32::try_from(query.len()).unwrap_or(u32::MAX);
-        self.set = true;
+        u.query_len = u32::try_from(query.len()).unwrap_or(u32::MAX);
+        u.set = true;
     }
 
     pub fn clear(&mut self) {
-        self.set = false;
+        if let Some(u) = self.0.as_deref_mut() {
+            u.set = false;
+        }
     }
 
     /// (query, parameter types), if there is an unnamed statement.
     pub fn get(&self) -> Option<(&[u8], &[u8])> {
-        let at = (self.query_len as usize).min(self.buf.len());
-        self.set.then(|| self.buf.split_at(at))
+        let u = self.0.as_deref()?;
+        let at = (u.query_len as usize).min(u.buf.len());
+        u.set.then(|| u.buf.split_at(at))
     }
 }
 

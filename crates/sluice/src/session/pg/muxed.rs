@@ -65,7 +65,7 @@ impl Relay {
         if !self.may_share() {
             return None;
         }
-        let (frames, at) = round(buf, self.core.max_message)?;
+        let (frames, at) = round(buf, self.core.max_message())?;
         let mut query: Option<(&[u8], &[u8])> = None;
         for &(tag, body) in &frames {
             let unnamed = match tag {
@@ -106,7 +106,7 @@ impl Relay {
         if !self.may_share() {
             return None;
         }
-        let (frames, at) = round(buf, self.core.max_message)?;
+        let (frames, at) = round(buf, self.core.max_message())?;
         let (tag, body) = *frames.first()?;
         let (portal, name, rest) = msg::bind(body).filter(|_| tag == fe::BIND)?;
         if !portal.is_empty() || name.is_empty() {

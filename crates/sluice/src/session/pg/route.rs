@@ -48,7 +48,7 @@ impl Relay {
         let len = match tag {
             _ if !alone => return None,
             fe::QUERY => frame_len,
-            fe::PARSE | fe::BIND => super::muxed::round(buf, self.core.max_message)?.1,
+            fe::PARSE | fe::BIND => super::muxed::round(buf, self.core.max_message())?.1,
             _ => return None,
         };
         let (body, request) = (buf.get(5..frame_len)?, buf.get(..len)?);

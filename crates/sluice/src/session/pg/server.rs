@@ -53,7 +53,7 @@ fn whole(tag: u8) -> bool {
 
 impl Relay {
     pub(super) fn on_server_frames(&mut self) -> Result<(), Error> {
-        let max = self.core.max_message;
+        let max = self.core.max_message();
         loop {
             self.tracker.release_synthetic(&mut self.core.io.to_client);
             let Some(lease) = self.core.lease.as_mut() else {
