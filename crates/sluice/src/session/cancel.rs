@@ -24,9 +24,8 @@ pub struct Slot {
 
 /// What others need of a client they signal by its process id.
 pub struct Signalled {
-    /// The user it logged in as.
-    pub user: Arc<str>,
-    socket: crate::stream::SocketHandle,
+    /// Its line in the client book: the user it logged in as, and its socket.
+    pub info: Arc<crate::session::clients::ClientInfo>,
     terminated: std::sync::atomic::AtomicBool,
 }
 
@@ -58,7 +57,7 @@ impl Slot {
     pub fn terminate(&self) {
         if let Some(c) = &self.client {
             c.terminated.store(true, Ordering::SeqCst);
-            c.socket.shutdown(false);
+            c.info.shut_reading();
         }
     }
 
@@ -94,8 +93,7 @@ pub struct Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        if let Some(c) = &self.slot.client {
-            c.socket.clear();
+        if self.slot.client.is_some() {
             self.registry.by_pid.lock().remove(&self.key.0);
         }
         self.registry.map.lock().remove(&self.key);
@@ -105,15 +103,14 @@ impl Drop for Registration {
 impl Registry {
     /// Registers a client. `pid` is the process id the client will see (the server's
     /// real one in session mode, or a Sluice number, with `virtual_of` the client's
-    /// user and socket); the secret is random and unique.
+    /// line in the book); the secret is random and unique.
     pub fn register(
         self: &Arc<Self>,
         pid: i32,
-        virtual_of: Option<(Arc<str>, &tokio::net::TcpStream)>,
+        virtual_of: Option<Arc<crate::session::clients::ClientInfo>>,
     ) -> Registration {
-        let client = virtual_of.map(|(user, tcp)| Signalled {
-            user,
-            socket: crate::stream::SocketHandle::new(tcp),
+        let client = virtual_of.map(|info| Signalled {
+            info,
             terminated: Default::default(),
         });
         let virtual_pid = client.is_some();

@@ -13,15 +13,15 @@ use std::time::SystemTime;
 pub struct ClientInfo {
     /// The console's id for the client (`KILL CLIENT id`).
     pub id: u64,
-    pub protocol: &'static str,
+    pub protocol: sluice_config::Protocol,
     pub listener: Arc<str>,
     pub user: Arc<str>,
     /// The database it logged in to.
     pub database: Arc<str>,
     pub addr: Option<SocketAddr>,
-    /// When it logged in, in seconds since the Unix epoch (a number, not a
-    /// `SystemTime`: the book's entry stays in a smaller size class).
-    pub since: i64,
+    /// When it logged in, in seconds since the Unix epoch (a u32, good until 2106, not
+    /// a `SystemTime`: the book's entry stays in a smaller size class).
+    since: u32,
     /// The id the client itself knows: PostgreSQL's process id, MySQL's connection id.
     pub pid: i64,
     /// The pool mode it runs in.
@@ -37,6 +37,11 @@ pub struct ClientInfo {
 }
 
 impl ClientInfo {
+    /// When it logged in, in seconds since the Unix epoch.
+    pub fn since(&self) -> i64 {
+        i64::from(self.since)
+    }
+
     /// Leaves the session's waker for [`Book::wake_all`] (nothing changes when it is
     /// the one left last).
     pub fn wake_on_stop(&self, w: &std::task::Waker) {
@@ -44,6 +49,12 @@ impl ClientInfo {
         if !slot.as_ref().is_some_and(|old| old.will_wake(w)) {
             *slot = Some(w.clone());
         }
+    }
+
+    /// Shuts its socket for reading: its session sees the client gone (the socket
+    /// handle knows when the session has closed it, and then does nothing).
+    pub fn shut_reading(&self) {
+        self.socket.shutdown(false);
     }
 
     /// KILL CLIENT ended it.
@@ -87,7 +98,7 @@ impl Names {
 
 /// What a client logging in tells the book.
 pub struct Arrival<'a> {
-    pub protocol: &'static str,
+    pub protocol: sluice_config::Protocol,
     pub names: Names,
     pub pid: i64,
     pub mode: sluice_config::PoolMode,
@@ -106,7 +117,7 @@ impl Book {
             addr: a.tcp.peer_addr().ok(),
             since: SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs() as i64),
+                .map_or(0, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX)),
             pid: a.pid,
             mode: a.mode,
             pins: Default::default(),

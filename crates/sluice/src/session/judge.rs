@@ -22,13 +22,8 @@ pub struct Judging {
     rules: Arc<Rules>,
     who: Who,
     firewall: FirewallMode,
-    /// The user's hash in the allowlist.
-    user_hash: u64,
     /// Digests are kept (`Shared::digests`).
     digests: bool,
-    /// The hash of (user, database, listener) the session's digests are kept under
-    /// (its current database is `who.database`).
-    session: u64,
     /// The statement judged last, and the prepared statements of a session whose
     /// protocol relay does not keep their texts (session mode), by name, for digests.
     last: Option<Arc<Statement>>,
@@ -51,6 +46,13 @@ struct Queue {
 }
 
 impl Judging {
+    /// The hash of (user, database, listener) the session's digests are kept under
+    /// (its current database is `who.database`; computed per statement, a few
+    /// nanoseconds, rather than kept by every session).
+    fn session(&self) -> u64 {
+        DigestKey::session(&self.who.user, &self.who.database, &self.who.listener)
+    }
+
     /// Sets (or clears) the statement judged last.
     fn set_next(&mut self, p: Option<Pending>) {
         match (&mut self.queue, p) {
@@ -105,7 +107,6 @@ impl Judging {
         if rules.set.is_empty() && firewall == FirewallMode::Off && digests.is_none() {
             return None;
         }
-        let (user, database) = (&*names.user, &*names.database);
         let home = shared.names.name(&listener.cluster);
         let who = rules.set.who(
             (&names.user, &names.database),
@@ -116,9 +117,7 @@ impl Judging {
             rules,
             who,
             firewall,
-            user_hash: crate::firewall::user_hash(user),
             digests: digests.is_some(),
-            session: DigestKey::session(user, database, &listener.name),
             last: None,
             prepared: Default::default(),
             queue: None,
@@ -128,11 +127,6 @@ impl Judging {
 
     pub fn dialect(&self) -> sluice_sql::Dialect {
         self.rules.cache.dialect()
-    }
-
-    /// The client's address, as its login gave it.
-    pub fn addr(&self) -> Option<IpAddr> {
-        self.who.addr
     }
 
     /// Whether rules or the firewall look at this session's statements (not digests
@@ -183,7 +177,6 @@ pub fn judge<C: PoolConn>(
         && *j.who.database != *database
     {
         j.who.database = database.into();
-        j.session = DigestKey::session(&j.who.user, database, &j.who.listener);
     }
     let Some(j) = core.judging.as_deref() else {
         return Judged::Run;
@@ -192,7 +185,7 @@ pub fn judge<C: PoolConn>(
     let pending = j.digests.then(|| Pending {
         stmt: stmt.clone(),
         database: j.who.database.clone(),
-        session: j.session,
+        session: j.session(),
         at: Instant::now(),
     });
     if pending.is_some()
@@ -224,7 +217,12 @@ pub fn judge<C: PoolConn>(
         return Judged::Refuse(Error::new(Kind::Denied, Side::Client, message.to_string()));
     }
     let (digest, text) = (stmt.facts.digest, &stmt.facts.digest_text);
-    let who = (j.user_hash, &*j.who.user);
+    // (The user's hash in the allowlist: computed here, not kept by every session.)
+    let user_hash = match j.firewall {
+        FirewallMode::Off => 0,
+        _ => crate::firewall::user_hash(&j.who.user),
+    };
+    let who = (user_hash, &*j.who.user);
     if !again
         && core
             .shared
@@ -488,7 +486,7 @@ pub fn recall<C: PoolConn>(core: &mut Core<C>, name: &[u8]) {
     let next = known.map(|stmt| Pending {
         stmt: stmt.clone(),
         database: j.who.database.clone(),
-        session: j.session,
+        session: j.session(),
         at: Instant::now(),
     });
     j.set_next(next);

@@ -25,17 +25,17 @@ pub fn table(shared: &Shared) -> Table {
     ]);
     let now = super::unix(std::time::SystemTime::now());
     for c in shared.book.all() {
-        let age = now.saturating_sub(c.since).max(0);
+        let age = now.saturating_sub(c.since()).max(0);
         t.push(vec![
             c.id.into(),
-            c.protocol.into(),
+            c.protocol.as_str().into(),
             (&*c.listener).into(),
             (&*c.user).into(),
             (&*c.database).into(),
             c.addr.map(|a| a.to_string()).into(),
             c.mode.as_str().into(),
             c.pid.into(),
-            c.since.into(),
+            c.since().into(),
             age.into(),
             pinned(&c).into(),
         ]);

@@ -163,7 +163,7 @@ pub(super) async fn finish(
     let client = crate::session::clients::logged_in(
         shared,
         crate::session::clients::Arrival {
-            protocol: "mysql",
+            protocol: sluice_config::Protocol::Mysql,
             names: names.clone(),
             pid: i64::from(a.id),
             mode: plan.mode,

@@ -232,12 +232,22 @@ pub async fn login(
     });
     // Others may name a client known by a process id of Sluice's (no server has it)
     // in pg_cancel_backend / pg_terminate_backend.
-    let (pid, virtual_of) = match (plan.mode, &lease) {
-        (PoolMode::Session, Some(l)) => (l.pid, None),
-        _ => (shared.next_pid(), Some(c.stream.tcp())),
+    let (pid, virtual_pid) = match (plan.mode, &lease) {
+        (PoolMode::Session, Some(l)) => (l.pid, false),
+        _ => (shared.next_pid(), true),
     };
     let names = crate::session::clients::Names::of(shared, &ctx.cfg.name, &user, &database);
-    let virtual_of = virtual_of.map(|tcp| (names.user.clone(), tcp));
+    let client = crate::session::clients::logged_in(
+        shared,
+        crate::session::clients::Arrival {
+            protocol: sluice_config::Protocol::Postgres,
+            names: names.clone(),
+            pid: i64::from(pid),
+            mode: plan.mode,
+            tcp: c.stream.tcp(),
+        },
+    );
+    let virtual_of = virtual_pid.then(|| client.info.clone());
     let cancel = shared.cancels.register(pid, virtual_of);
     encode::backend_key(&mut out, cancel.key.0, cancel.key.1);
     encode::ready_for_query(&mut out, b'I');
@@ -248,16 +258,6 @@ pub async fn login(
         }
         return None;
     }
-    let client = crate::session::clients::logged_in(
-        shared,
-        crate::session::clients::Arrival {
-            protocol: "postgres",
-            names: names.clone(),
-            pid: i64::from(pid),
-            mode: plan.mode,
-            tcp: c.stream.tcp(),
-        },
-    );
     let mut seat = Seat {
         client: Some(client),
         mode: plan.mode,

@@ -215,7 +215,8 @@ impl Relay {
     /// look at it as at a login of that user.
     pub(super) fn rejudge(&mut self, user: &str, database: &str) {
         let shared = self.core.shared.clone();
-        let addr = self.core.judging.as_ref().and_then(|j| j.addr());
+        // (Where the client connected from, as the book keeps it.)
+        let addr = (self.core.client.as_ref()).and_then(|c| c.info.addr.map(|a| a.ip()));
         let names =
             crate::session::clients::Names::of(&shared, &self.core.cfg.name, user, database);
         self.core.judging = crate::session::judge::Judging::at_login(
