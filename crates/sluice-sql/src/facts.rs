@@ -221,7 +221,9 @@ enum At {
 /// per thread, and hashed once).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shape {
-    /// A 128-bit hash of the digest text, for caches that must not confuse two shapes.
+    /// A 128-bit hash of the digest text, for caches that must not confuse two shapes
+    /// (of its bytes as written: where the statement is not valid UTF-8, two keys may
+    /// share one digest text, never one key two).
     pub key: u128,
     pub kind: Kind,
     pub several: bool,
@@ -230,16 +232,16 @@ pub struct Shape {
 /// The [`Shape`] of `sql`.
 pub fn shape(sql: &[u8], dialect: Dialect) -> Shape {
     thread_local! {
-        static BUF: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+        static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
     BUF.with(|b| {
         let mut out = b.borrow_mut();
         out.clear();
         let (kind, several) = scan(sql, dialect, &mut out, None);
-        let key = xxhash_rust::xxh3::xxh3_128(out.as_bytes());
+        let key = xxhash_rust::xxh3::xxh3_128(&out);
         if out.capacity() > 64 * 1024 {
             // One huge statement must not keep its buffer.
-            *out = String::new();
+            *out = Vec::new();
         }
         Shape { key, kind, several }
     })
@@ -247,9 +249,14 @@ pub fn shape(sql: &[u8], dialect: Dialect) -> Shape {
 
 /// Scans `sql` once for its [`Facts`].
 pub fn facts(sql: &[u8], dialect: Dialect) -> Facts {
-    let mut digest_text = String::new();
+    let mut text = Vec::new();
     let mut t = TableScan::default();
-    let (kind, several) = scan(sql, dialect, &mut digest_text, Some(&mut t));
+    let (kind, several) = scan(sql, dialect, &mut text, Some(&mut t));
+    // The digest is built of bytes as written (words and quoted names are whole
+    // runs of the text, each followed by ASCII or the end): invalid UTF-8 becomes
+    // U+FFFD here as it would token by token.
+    let digest_text = String::from_utf8(text)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
     let mut kinds = std::mem::take(&mut t.kinds);
     if !kinds.contains(&kind) {
         kinds.insert(0, kind);
@@ -348,7 +355,7 @@ impl TableScan {
 fn scan(
     sql: &[u8],
     dialect: Dialect,
-    out: &mut String,
+    out: &mut Vec<u8>,
     mut tables: Option<&mut TableScan>,
 ) -> (Kind, bool) {
     let mut d = Digest::new(dialect, out);
@@ -480,7 +487,8 @@ fn alias(t: &Token<'_>) -> bool {
 
 /// Builds the digest text.
 struct Digest<'o> {
-    out: &'o mut String,
+    /// The digest text as bytes (`shape` hashes them without checking UTF-8).
+    out: &'o mut Vec<u8>,
     dialect: Dialect,
     /// End of the previous token in the text, to keep operators like `<=` whole.
     last_end: usize,
@@ -491,7 +499,7 @@ struct Digest<'o> {
 }
 
 impl<'o> Digest<'o> {
-    fn new(dialect: Dialect, out: &'o mut String) -> Self {
+    fn new(dialect: Dialect, out: &'o mut Vec<u8>) -> Self {
         Digest {
             out,
             dialect,
@@ -503,7 +511,7 @@ impl<'o> Digest<'o> {
     }
 
     fn push_semicolon(&mut self) {
-        self.out.push(';');
+        self.out.push(b';');
         self.last = Some(b';');
         self.in_list = None;
         self.after_in = false;
@@ -527,7 +535,7 @@ impl<'o> Digest<'o> {
                     let (start, only_values) = self.in_list.take().unwrap_or_default();
                     if only_values {
                         self.out.truncate(start);
-                        self.out.push_str("?)");
+                        self.out.extend_from_slice(b"?)");
                         self.last = Some(b')');
                         return;
                     }
@@ -549,22 +557,22 @@ impl<'o> Digest<'o> {
             _ => true,
         };
         if space {
-            self.out.push(' ');
+            self.out.push(b' ');
         }
         match t {
-            _ if value => self.out.push('?'),
-            Token::Word(w) => self.out.push_str(&String::from_utf8_lossy(w)),
+            _ if value => self.out.push(b'?'),
+            Token::Word(w) => self.out.extend_from_slice(w),
             Token::Quoted(q) => {
                 let quote = if self.dialect == Dialect::MySql {
-                    '`'
+                    b'`'
                 } else {
-                    '"'
+                    b'"'
                 };
                 self.out.push(quote);
-                self.out.push_str(&String::from_utf8_lossy(q));
+                self.out.extend_from_slice(q);
                 self.out.push(quote);
             }
-            Token::Punct(c) => self.out.push(char::from(c)),
+            Token::Punct(c) => self.out.push(c),
             Token::Str(_) | Token::Number(_) | Token::Semicolon => {}
         }
         if open_in {

@@ -74,17 +74,21 @@ impl<'a> Tokens<'a> {
     pub fn next_spanned(&mut self) -> Option<(Token<'a>, std::ops::Range<usize>)> {
         self.skip_space_and_comments();
         let start = self.i;
-        let t = self.next()?;
+        let t = self.token()?;
         Some((t, start..self.i))
     }
 
     fn skip_space_and_comments(&mut self) {
         let s = self.s;
         loop {
-            while self.i < s.len() && s[self.i].is_ascii_whitespace() {
+            while self.i < s.len() && class(s[self.i]) & SPACE != 0 {
                 self.i += 1;
             }
             let rest = &s[self.i..];
+            // Most tokens start with no comment before them.
+            if !matches!(rest.first(), Some(b'-' | b'/' | b'#' | b'*')) {
+                return;
+            }
             if self.dialect == Dialect::MySql {
                 if self.exec_comment && rest.starts_with(b"*/") {
                     self.exec_comment = false;
@@ -190,8 +194,31 @@ fn memfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
+/// Byte classes, looked up once per byte: the scanner runs on every statement.
+const WORD: u8 = 1;
+const SPACE: u8 = 2;
+const CLASSES: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80 {
+            t[c] = WORD;
+        }
+        if b.is_ascii_whitespace() {
+            t[c] = SPACE;
+        }
+        c += 1;
+    }
+    t
+};
+
+fn class(c: u8) -> u8 {
+    CLASSES[usize::from(c)]
+}
+
 fn is_word_byte(c: u8) -> bool {
-    c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80
+    class(c) & WORD != 0
 }
 
 impl<'a> Iterator for Tokens<'a> {
@@ -199,6 +226,13 @@ impl<'a> Iterator for Tokens<'a> {
 
     fn next(&mut self) -> Option<Token<'a>> {
         self.skip_space_and_comments();
+        self.token()
+    }
+}
+
+impl<'a> Tokens<'a> {
+    /// The token at `self.i` (spaces and comments skipped before).
+    fn token(&mut self) -> Option<Token<'a>> {
         let s = self.s;
         let start = self.i;
         let c = *s.get(start)?;

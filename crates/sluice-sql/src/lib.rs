@@ -10,6 +10,7 @@ mod effects;
 mod effects_my;
 mod facts;
 mod lex;
+mod prehashed;
 pub mod session_id;
 pub mod signal;
 
@@ -18,6 +19,7 @@ pub use effects::{Effect, effects};
 pub use effects_my::effects_mysql;
 pub use facts::{Facts, Kind, Shape, facts, shape};
 pub use lex::{Dialect, Token, Tokens};
+pub use prehashed::Prehashed;
 
 /// Cheap pre-check: true when `sql` certainly has no session-state effect, without
 /// tokenizing: a single plain DML/SELECT statement that mentions none of the words the

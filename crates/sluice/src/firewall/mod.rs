@@ -41,7 +41,7 @@ pub enum Check {
 
 pub struct Firewall {
     file: Option<PathBuf>,
-    entries: RwLock<HashMap<u128, Arc<Entry>>>,
+    entries: RwLock<HashMap<u128, Arc<Entry>, sluice_sql::Prehashed>>,
     dirty: AtomicBool,
     last_write: Mutex<Option<Instant>>,
     /// Unknown digests already logged, by user and digest.

@@ -29,7 +29,7 @@ pub struct StatementCache {
     dialect: Dialect,
     /// By a 128-bit hash of the digest text (not the 64-bit id, which a crafted
     /// statement could share with another).
-    shards: [Mutex<HashMap<u128, Arc<Statement>>>; SHARDS],
+    shards: [Mutex<HashMap<u128, Arc<Statement>, sluice_sql::Prehashed>>; SHARDS],
 }
 
 impl StatementCache {

@@ -450,10 +450,9 @@ pub fn digest_done<C: PoolConn>(core: &mut Core<C>, token: u64, outcome: Outcome
                 listener: &j.who.listener,
             };
             let now = Instant::now();
-            core.io
-                .counters()
-                .record(now.saturating_duration_since(p.at), &outcome);
-            d.record(&key, p.session, (p.at, now), outcome);
+            let took = now.saturating_duration_since(p.at);
+            core.io.counters().record(took, &outcome);
+            d.record(&key, p.session, (took, now), outcome);
         }
     }
 }

@@ -91,6 +91,44 @@ fn release(buf: &mut BytesMut) {
 /// What an absent [`LazyBuf`] reads as.
 static EMPTY: std::sync::LazyLock<BytesMut> = std::sync::LazyLock::new(BytesMut::new);
 
+/// Empty buffers a thread keeps for the next [`LazyBuf`] written to, at most
+/// [`SPARES`] of at most [`SPARE_BYTES`] each: a statement fills and empties a few
+/// buffers (the client's bytes, the copy to the server, the answer), and without
+/// spares each would be allocated, grown and freed again every time. A few kept per
+/// thread serve all its sessions; an idle client still holds none.
+const SPARES: usize = 4;
+const SPARE_BYTES: usize = 32 * 1024;
+
+thread_local! {
+    // Boxed: the box is what a `LazyBuf` holds, and is reused with its buffer.
+    #[allow(clippy::vec_box)]
+    static SPARE: std::cell::RefCell<Vec<Box<BytesMut>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A spare buffer, or a new one.
+fn spare() -> Box<BytesMut> {
+    SPARE
+        .try_with(|s| s.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
+/// Keeps an emptied buffer as a spare if there is room (else it is freed).
+fn keep_spare(mut b: Box<BytesMut>) {
+    if b.capacity() == 0 || b.capacity() > SPARE_BYTES {
+        return;
+    }
+    b.clear();
+    let _ = SPARE.try_with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < SPARES {
+            s.push(b);
+        }
+    });
+}
+
 impl LazyBuf {
     pub fn new(buf: BytesMut) -> LazyBuf {
         let mut b = LazyBuf(Some(Box::new(buf)));
@@ -98,10 +136,10 @@ impl LazyBuf {
         b
     }
 
-    /// Gives an empty buffer's memory back.
+    /// Gives an empty buffer's memory back (to the thread's spares).
     pub fn release(&mut self) {
-        if self.0.as_ref().is_some_and(|b| b.is_empty()) {
-            self.0 = None;
+        if let Some(b) = self.0.take_if(|b| b.is_empty()) {
+            keep_spare(b);
         }
     }
 
@@ -120,7 +158,7 @@ impl std::ops::Deref for LazyBuf {
 
 impl std::ops::DerefMut for LazyBuf {
     fn deref_mut(&mut self) -> &mut BytesMut {
-        self.0.get_or_insert_default()
+        self.0.get_or_insert_with(spare)
     }
 }
 
@@ -334,5 +372,31 @@ impl Pump {
             crate::stream::write_all_flush(&mut self.client, &out),
         )
         .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_emptied_buffer_is_kept_for_the_next_and_none_is_held_at_rest() {
+        let mut a = LazyBuf::default();
+        assert!(a.0.is_none() && a.is_empty());
+        a.extend_from_slice(b"SELECT 1");
+        let at = a.as_ptr();
+        a.clear();
+        a.release();
+        assert!(a.0.is_none(), "an empty buffer is not held");
+        let mut b = LazyBuf::default();
+        b.extend_from_slice(b"x");
+        assert_eq!(b.as_ptr(), at, "the spare was taken");
+        b.release();
+        assert!(b.0.is_some(), "a buffer holding bytes is kept");
+        // A large buffer is not kept as a spare.
+        let mut big = LazyBuf::default();
+        big.reserve(SPARE_BYTES * 2);
+        big.release();
+        assert!(SPARE.with(|s| s.borrow().iter().all(|b| b.capacity() <= SPARE_BYTES)));
     }
 }

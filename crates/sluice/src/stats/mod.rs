@@ -113,7 +113,7 @@ pub struct Row {
 
 pub struct Digests {
     per_shard: usize,
-    shards: [Mutex<HashMap<u128, Entry>>; SHARDS],
+    shards: [Mutex<HashMap<u128, Entry, sluice_sql::Prehashed>>; SHARDS],
     /// Entries evicted to keep within the bound.
     pub evicted: AtomicU64,
 }
@@ -134,12 +134,12 @@ impl Digests {
         &self,
         key: &Key<'_>,
         session: u64,
-        (at, now): (Instant, Instant),
+        (took, now): (Duration, Instant),
         outcome: Outcome,
     ) {
-        let took = now.saturating_duration_since(at);
         let id = (u128::from(key.digest) << 64) | u128::from(session);
-        let mut shard = self.shards[(id as usize) % SHARDS].lock();
+        // (By both halves: one user's statements of different shapes spread.)
+        let mut shard = self.shards[((key.digest ^ session) as usize) % SHARDS].lock();
         if !shard.contains_key(&id) && shard.len() >= self.per_shard {
             let oldest = shard.iter().min_by_key(|(_, e)| e.last).map(|(k, _)| *k);
             if let Some(k) = oldest {
@@ -220,9 +220,14 @@ impl Digests {
     }
 }
 
+/// floor(2 log2 µs) + 1, in integers: bucket `2k + 1` holds [2^k, 2^k √2) µs and
+/// `2k + 2` [2^k √2, 2^(k+1)).
 fn bucket(d: Duration) -> usize {
-    let us = d.as_micros().max(1) as f64;
-    ((us.log2() * 2.0).floor() as usize + 1).min(BUCKETS - 1)
+    let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1);
+    let k = 63 - us.leading_zeros() as usize;
+    // us >= 2^k √2  <=>  us² >= 2^(2k+1)
+    let upper = u128::from(us) * u128::from(us) >= 1u128 << (2 * k + 1);
+    (2 * k + 1 + usize::from(upper)).min(BUCKETS - 1)
 }
 
 /// The upper bound of the bucket holding the `q` quantile.
@@ -258,9 +263,19 @@ mod tests {
         assert_eq!(o(b""), (0, 0));
     }
 
-    fn took(d: Duration) -> (Instant, Instant) {
-        let now = Instant::now();
-        (now, now + d)
+    fn took(d: Duration) -> (Duration, Instant) {
+        (d, Instant::now())
+    }
+
+    #[test]
+    fn buckets_are_half_powers_of_two() {
+        // The integer form agrees with floor(2 log2 µs) + 1.
+        for us in (1..5000u64).chain([1 << 20, (1 << 20) + 1, 1_482_910, u64::MAX / 3]) {
+            let want = (((us as f64).log2() * 2.0).floor() as usize + 1).min(BUCKETS - 1);
+            assert_eq!(bucket(Duration::from_micros(us)), want, "{us} µs");
+        }
+        assert_eq!(bucket(Duration::ZERO), 1);
+        assert_eq!(bucket(Duration::MAX), BUCKETS - 1);
     }
 
     fn key(digest: u64, user: &str) -> Key<'_> {
