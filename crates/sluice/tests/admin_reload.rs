@@ -67,15 +67,16 @@ auth = "passthrough"
     )
 }
 
-/// A client running statements until told to stop; its count of errors.
-fn busy(
+/// A client running statements until told to stop; its count of errors. It is logged
+/// in when this returns (a reload that changes its password comes after).
+async fn busy(
     a: std::net::SocketAddr,
     user: &'static str,
     pw: &'static str,
     stop: Arc<AtomicBool>,
 ) -> tokio::task::JoinHandle<(u64, u64)> {
+    let c = connect(a, user, pw, "app").await.unwrap();
     tokio::spawn(async move {
-        let c = connect(a, user, pw, "app").await.unwrap();
         let (ok, errors) = (AtomicU64::new(0), AtomicU64::new(0));
         while !stop.load(Ordering::Relaxed) {
             match c.simple_query("select 1").await {
@@ -133,8 +134,8 @@ async fn reload_applies_each_kind_of_change_without_an_error() {
     let (tx, session, secure) = (addr(&h, "tx"), addr(&h, "session"), addr(&h, "secure"));
     let stop = Arc::new(AtomicBool::new(false));
     let clients = [
-        busy(tx, APP_USER, APP_PW, stop.clone()),
-        busy(session, APP_USER, APP_PW, stop.clone()),
+        busy(tx, APP_USER, APP_PW, stop.clone()).await,
+        busy(session, APP_USER, APP_PW, stop.clone()).await,
     ];
     let reload = || async { h.shared.control.reload().await };
 
