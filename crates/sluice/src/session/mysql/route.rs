@@ -18,7 +18,7 @@ impl Relay {
             // An execute runs where its text says (the client's statement, by its id).
             consts::COM_STMT_EXECUTE => super::state::stmt_id(payload)
                 .and_then(|id| self.stmts.get(&id))
-                .map_or(Class::Write, |st| classify(&st.sql)),
+                .map_or(Class::Write, |st| st.class()),
             _ => Class::Write,
         }
     }

@@ -14,7 +14,12 @@ impl Relay {
         let sql = match tag {
             fe::QUERY => msg::query_text(body),
             fe::PARSE => msg::parse(body).map(|(_, q, _)| q),
-            fe::BIND => msg::bind(body).and_then(|(_, name, _)| self.stmts.query(name)),
+            // (A prepared statement keeps its class: classified once, not per Bind.)
+            fe::BIND => {
+                return msg::bind(body)
+                    .and_then(|(_, name, _)| self.stmts.class(name))
+                    .unwrap_or(Class::Write);
+            }
             _ => None,
         };
         sql.map_or(Class::Write, |q| {

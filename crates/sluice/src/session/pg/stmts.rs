@@ -18,6 +18,18 @@ pub struct Stmt {
     pub effects: Effects,
     /// The fingerprint of the settings it is parsed under (part of `hash`).
     pub parsed_under: u64,
+    /// Where its executions may run (a split route's question), found the first time
+    /// it is asked rather than at every Bind.
+    class: std::sync::OnceLock<sluice_sql::Class>,
+}
+
+impl Stmt {
+    /// Where its executions may run.
+    pub fn class(&self) -> sluice_sql::Class {
+        *self
+            .class
+            .get_or_init(|| sluice_sql::classify(&self.query, sluice_sql::Dialect::Postgres))
+    }
 }
 
 impl Stmt {
@@ -38,6 +50,7 @@ impl Stmt {
             types,
             effects,
             parsed_under,
+            class: std::sync::OnceLock::new(),
         }
     }
 }
@@ -115,6 +128,11 @@ impl Statements {
     /// The text of the client's statement `name`.
     pub fn query(&self, name: &[u8]) -> Option<&[u8]> {
         self.map.as_ref()?.get(name).map(|s| &s.query[..])
+    }
+
+    /// Where the client's statement `name` may run.
+    pub fn class(&self, name: &[u8]) -> Option<sluice_sql::Class> {
+        self.map.as_ref()?.get(name).map(|s| s.class())
     }
 
     pub fn insert(&mut self, name: Bytes, stmt: Rc<Stmt>) {
