@@ -57,6 +57,12 @@ impl ClientInfo {
         self.socket.shutdown(false);
     }
 
+    /// Shuts its socket both ways (MySQL's KILL of a client that holds no server
+    /// connection).
+    pub fn close(&self) {
+        self.socket.shutdown(true);
+    }
+
     /// KILL CLIENT ended it.
     pub fn killed(&self) -> bool {
         self.killed.load(Ordering::SeqCst)

@@ -156,10 +156,6 @@ pub(super) async fn finish(
     };
     let max = plan.target.max_message;
     let names = crate::session::clients::Names::of(shared, &ctx.cfg.name, &a.user, &a.database);
-    let kill = ctx
-        .mysql
-        .clients
-        .register(a.id, names.user.clone(), c.stream.tcp());
     let client = crate::session::clients::logged_in(
         shared,
         crate::session::clients::Arrival {
@@ -170,6 +166,8 @@ pub(super) async fn finish(
             tcp: c.stream.tcp(),
         },
     );
+    // (KILL finds the client's user and socket in its book line.)
+    let kill = ctx.mysql.clients.register(a.id, client.info.clone());
     let mut seat = Seat {
         client: Some(client),
         mode: plan.mode,

@@ -137,10 +137,7 @@ impl Relay {
         self.core.lease = lease;
         self.core.set_max_message(max_message);
         self.rejudge(&user, &self.core.pool.key.database.clone());
-        self.s
-            .kill
-            .entry
-            .set_user(self.core.shared.names.name(&user));
+        self.s.kill.set_user(&user);
         self.sync_kill();
         self.forget_session_state();
         self.status = consts::SERVER_STATUS_AUTOCOMMIT;

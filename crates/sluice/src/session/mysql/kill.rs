@@ -12,26 +12,45 @@ use std::sync::Arc;
 /// A statement on a shared connection: the connection and the statement's answer.
 pub type Muxed = (Arc<crate::mux::Mux>, Arc<crate::mux::Answer>);
 
-/// One client, as KILL sees it.
+/// One client, as KILL sees it (64 bytes with its `Arc`: every MySQL client has one).
 pub struct Registered {
-    /// The user the client is logged in as (COM_CHANGE_USER changes it).
-    user: Mutex<Arc<str>>,
-    /// The server connection (thread id) the client holds now, and how many KILLs of
-    /// it are on their way (the client keeps that connection until they have run, so a
-    /// KILL never reaches a connection another client got meanwhile).
-    state: Mutex<(Option<u32>, u32)>,
-    /// The client's statement waiting on a shared connection, if any.
-    muxed: Mutex<Option<Muxed>>,
-    /// The client's socket, to shut it down when the client is killed while idle.
-    socket: crate::stream::SocketHandle,
-    /// A KILL CONNECTION went to its server connection: when that ends, so does the
-    /// session (it does not outlive it).
-    killed: std::sync::atomic::AtomicBool,
+    /// Its line in the client book: its socket, to shut it down when the client is
+    /// killed while idle.
+    info: Arc<crate::session::clients::ClientInfo>,
+    state: Mutex<State>,
 }
 
-#[derive(Default)]
+/// What KILL reads and sets of a client, under one lock.
+struct State {
+    /// The user the client is logged in as (COM_CHANGE_USER changes it), as a hash
+    /// keyed by the registry's secret ([`Clients::user_hash`]).
+    user: u64,
+    /// The client's statement waiting on a shared connection, if any.
+    muxed: Option<Muxed>,
+    /// The server connection (thread id; 0: none, which MariaDB never gives) the
+    /// client holds now.
+    server: u32,
+    /// KILLs of that connection on their way (the client keeps it until they have
+    /// run, so a KILL never reaches a connection another client got meanwhile).
+    aimed: u16,
+    /// A KILL CONNECTION went to its server connection: when that ends, so does the
+    /// session (it does not outlive it).
+    killed: bool,
+}
+
 pub struct Clients {
     map: Mutex<HashMap<u32, Arc<Registered>>>,
+    /// The key of users' hashes: same user or not is all KILL asks of them.
+    users: std::collections::hash_map::RandomState,
+}
+
+impl Default for Clients {
+    fn default() -> Self {
+        Clients {
+            map: Mutex::default(),
+            users: std::collections::hash_map::RandomState::new(),
+        }
+    }
 }
 
 /// Removes the client from the registry when its session ends.
@@ -43,50 +62,57 @@ pub struct Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.entry.socket.clear();
         self.clients.map.lock().remove(&self.id);
     }
 }
 
 impl Registration {
     pub fn set_server(&self, thread: Option<u32>) {
-        self.entry.state.lock().0 = thread;
+        self.entry.state.lock().server = thread.unwrap_or(0);
     }
 
     /// A KILL CONNECTION was aimed at the client's server connection.
     pub fn killed(&self) -> bool {
-        self.entry.killed.load(std::sync::atomic::Ordering::SeqCst)
+        self.entry.state.lock().killed
     }
 
     pub fn set_muxed(&self, m: Option<Muxed>) {
-        *self.entry.muxed.lock() = m;
+        self.entry.state.lock().muxed = m;
+    }
+
+    /// The client is logged in as `user` from now on (COM_CHANGE_USER).
+    pub fn set_user(&self, user: &str) {
+        self.entry.state.lock().user = self.clients.user_hash(user);
     }
 
     /// May the client give its server connection back? Not while a KILL aimed at it is
     /// on its way; if it may, KILL sees it hold none from now on.
     pub fn may_release(&self) -> bool {
         let mut st = self.entry.state.lock();
-        if st.1 > 0 {
+        if st.aimed > 0 {
             return false;
         }
-        st.0 = None;
+        st.server = 0;
         true
     }
 }
 
 impl Clients {
+    /// Registers the client of book line `info` (its user and socket) under `id`.
     pub fn register(
         self: &Arc<Self>,
         id: u32,
-        user: Arc<str>,
-        tcp: &tokio::net::TcpStream,
+        info: Arc<crate::session::clients::ClientInfo>,
     ) -> Registration {
         let entry = Arc::new(Registered {
-            user: Mutex::new(user),
-            state: Mutex::new((None, 0)),
-            muxed: Mutex::new(None),
-            socket: crate::stream::SocketHandle::new(tcp),
-            killed: Default::default(),
+            state: Mutex::new(State {
+                user: self.user_hash(&info.user),
+                muxed: None,
+                server: 0,
+                aimed: 0,
+                killed: false,
+            }),
+            info,
         });
         self.map.lock().insert(id, entry.clone());
         Registration {
@@ -99,40 +125,44 @@ impl Clients {
     pub fn get(&self, id: u32) -> Option<Arc<Registered>> {
         self.map.lock().get(&id).cloned()
     }
+
+    fn user_hash(&self, user: &str) -> u64 {
+        use std::hash::BuildHasher;
+        self.users.hash_one(user)
+    }
 }
 
 impl Registered {
     pub fn same_user(&self, other: &Registered) -> bool {
-        std::ptr::eq(self, other) || *self.user.lock() == *other.user.lock()
-    }
-
-    pub fn set_user(&self, user: Arc<str>) {
-        *self.user.lock() = user;
+        std::ptr::eq(self, other) || self.state.lock().user == other.state.lock().user
     }
 
     /// The server connection the client holds now; it keeps it until [`Self::done`].
-    pub fn aim(&self) -> Option<u32> {
+    /// `connection`: a KILL CONNECTION (the session then ends with that connection).
+    pub fn aim(&self, connection: bool) -> Option<u32> {
         let mut st = self.state.lock();
-        if st.0.is_some() {
-            st.1 += 1;
+        if st.server == 0 {
+            return None;
         }
-        st.0
+        st.aimed = st.aimed.saturating_add(1);
+        st.killed |= connection;
+        Some(st.server)
     }
 
     /// The client's statement on a shared connection, if it has one.
     pub fn muxed(&self) -> Option<Muxed> {
-        self.muxed.lock().clone()
+        self.state.lock().muxed.clone()
     }
 
     /// A KILL from [`Self::aim`] has run (or will not).
     pub fn done(&self) {
         let mut st = self.state.lock();
-        st.1 = st.1.saturating_sub(1);
+        st.aimed = st.aimed.saturating_sub(1);
     }
 
     /// Ends the client's session by closing its socket (its relay sees it go).
     pub fn close(&self) {
-        self.socket.shutdown(true);
+        self.info.close();
     }
 }
 
@@ -257,14 +287,9 @@ impl super::Relay {
             }
             return self.kill_without_server(target, connection, id, other);
         }
-        match target.aim() {
+        match target.aim(connection) {
             Some(t) => {
                 let what = if connection { "CONNECTION" } else { "QUERY" };
-                if connection {
-                    target
-                        .killed
-                        .store(true, std::sync::atomic::Ordering::SeqCst);
-                }
                 self.kills.push_back(KillWait::Aimed(target));
                 Kill::Server(format!("KILL {what} {t}"))
             }

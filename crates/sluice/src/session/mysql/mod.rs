@@ -94,7 +94,8 @@ enum Cmd {
 
 pub struct Relay {
     /// Declared (so dropped) before `core`, which holds the client's socket: the
-    /// session's KILL registration forgets the socket before it is closed (see kill.rs).
+    /// session leaves KILL's registry before the socket is closed (KILL shuts the
+    /// socket through the client's book line, in `core`, which forgets it first).
     s: Session,
     /// What both protocols keep alike (see session/driver.rs).
     core: Core<ServerConn>,
