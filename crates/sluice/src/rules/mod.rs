@@ -63,10 +63,6 @@ impl Bits {
             *w &= !(1 << (i % 64));
         }
     }
-
-    fn get(&self, i: usize) -> bool {
-        self.0.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
-    }
 }
 
 /// Who runs a statement: the session's side of the match fields.
@@ -267,6 +263,28 @@ impl RuleSet {
         }
     }
 
+    /// The rules whose statement fields `stmt` meets (turned round where the rule is
+    /// negated) and whose session fields `who` meets, in order: a word of 64 rules at
+    /// a time, so that rules a workload never meets cost next to nothing.
+    fn candidates<'a>(
+        &'a self,
+        stmt: &'a Statement,
+        who: &'a Who,
+    ) -> impl Iterator<Item = usize> + 'a {
+        let word = |b: &Bits, w: usize| b.0.get(w).copied().unwrap_or(0);
+        (0..self.negated.0.len()).flat_map(move |w| {
+            let mut bits = (word(&stmt.matches, w) ^ word(&self.negated, w)) & word(&who.mask, w);
+            std::iter::from_fn(move || {
+                if bits == 0 {
+                    return None;
+                }
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                Some(w * 64 + b)
+            })
+        })
+    }
+
     /// What to do with `stmt` (its text `text`), run by `who` in `database` (the
     /// session's current one); `count`: add to the matching rules' hit counts.
     pub fn verdict(
@@ -278,16 +296,17 @@ impl RuleSet {
         count: bool,
     ) -> Verdict {
         let mut v = Verdict::default();
-        for (i, c) in self.rules.iter().enumerate() {
+        for i in self.candidates(stmt, who) {
+            let Some(c) = self.rules.get(i) else {
+                break;
+            };
             let db_ok = || {
                 self.by_database
                     .iter()
                     .find(|(r, _)| *r == i)
                     .is_none_or(|(_, d)| d == database)
             };
-            // `negate` turns the statement's fields round, not the session's.
-            let statement = stmt.matches.get(i) != self.negated.get(i);
-            if !(statement && who.mask.get(i) && db_ok()) {
+            if !db_ok() {
                 continue;
             }
             if count {

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Instructions a Sluice binary spends per statement, counted by valgrind's callgrind:
+# repeatable for the same binary and load, whatever else the machine is doing (seconds
+# on these 2 shared cores vary by 10-20 % between runs). Point selects through one
+# listener of benches/sluice-pg.toml or benches/sluice-my.toml, run twice (N and 2N
+# seconds of load); the difference of the two totals over the difference of the
+# statements run is the cost of one statement, without start-up and logins.
+#
+#     scripts/bench-server.sh pg 25432 500 &  scripts/bench-server.sh mariadb 23306 500 &
+#     target/release/sluice-bench setup --protocol pg --addr 127.0.0.1:25432 --keys 100000
+#     target/release/sluice-bench setup --protocol mysql --addr 127.0.0.1:23306 --keys 100000
+#     scripts/bench-instructions.sh BINARY [pg-session|pg-tx|my-session|my-tx] [simple|prepared] [N]
+#
+# Prints instructions per statement and allocations per statement, and keeps the
+# callgrind files (/tmp/sluice-instr-*.out) for callgrind_annotate.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${1:?binary}
+target=${2:-pg-session}
+mode=${3:-simple}
+secs=${4:-4}
+bench=target/release/sluice-bench
+case $target in
+pg-session) cfg=benches/sluice-pg.toml addr=127.0.0.1:26432 proto=pg ;;
+pg-tx) cfg=benches/sluice-pg.toml addr=127.0.0.1:26433 proto=pg ;;
+my-session) cfg=benches/sluice-my.toml addr=127.0.0.1:26033 proto=mysql ;;
+my-tx) cfg=benches/sluice-my.toml addr=127.0.0.1:26034 proto=mysql ;;
+*) echo "unknown target $target" >&2; exit 2 ;;
+esac
+
+# Calls to the allocator in a callgrind file.
+count_allocs='
+import re, sys
+names, cfn, calls = {}, None, 0
+for line in open(sys.argv[1]):
+    m = re.match(r"^c?fn=\((\d+)\)(?: (.*))?", line)
+    if m:
+        i, n = m.groups()
+        if n:
+            names[i] = n
+        if line.startswith("cfn"):
+            cfn = names.get(i, i)
+        continue
+    m = re.match(r"^calls=(\d+)", line)
+    if m and re.search(r"_rjem_(malloc|calloc|realloc)$", cfn or ""):
+        calls += int(m.group(1))
+print(calls)
+'
+
+# One run: callgrind's total instructions, statements run, allocations made.
+one() {
+    local d=$1 out=/tmp/sluice-instr-$target-$1.out pid n total allocs
+    valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" --config "$cfg" \
+        >/dev/null 2>&1 &
+    pid=$!
+    for _ in $(seq 1 120); do
+        (echo >"/dev/tcp/${addr%:*}/${addr#*:}") 2>/dev/null && break
+        sleep 0.5
+    done
+    n=$("$bench" run --scenario point-select --protocol "$proto" --mode "$mode" \
+        --addr "$addr" --connections 4 --duration "$d" --warmup 0 --keys 100000 2>&1 \
+        | grep -o '([0-9]* in' | tr -dc '0-9')
+    kill -INT "$pid"
+    wait "$pid" 2>/dev/null || true
+    total=$(callgrind_annotate "$out" 2>/dev/null \
+        | awk '/PROGRAM TOTALS/ && !done { gsub(",", "", $1); print $1; done = 1 }')
+    allocs=$(python3 -c "$count_allocs" "$out")
+    echo "$n $total $allocs"
+}
+
+read -r n1 t1 a1 < <(one "$secs")
+read -r n2 t2 a2 < <(one "$((secs * 2))")
+echo "$bin $target $mode: $n1 and $n2 statements, $t1 and $t2 instructions"
+awk -v n1="$n1" -v n2="$n2" -v t1="$t1" -v t2="$t2" -v a1="$a1" -v a2="$a2" 'BEGIN {
+    printf "instructions per statement: %.0f, allocations per statement: %.1f\n",
+        (t2 - t1) / (n2 - n1), (a2 - a1) / (n2 - n1) }'
