@@ -9,7 +9,8 @@
 #     scripts/bench-server.sh pg 25432 500 &  scripts/bench-server.sh mariadb 23306 500 &
 #     target/release/sluice-bench setup --protocol pg --addr 127.0.0.1:25432 --keys 100000
 #     target/release/sluice-bench setup --protocol mysql --addr 127.0.0.1:23306 --keys 100000
-#     scripts/bench-instructions.sh BINARY [pg-session|pg-tx|my-session|my-tx] [simple|prepared] [N]
+#     scripts/bench-instructions.sh BINARY [pg-session|pg-tx|my-session|my-tx|pg-plain|pg-features] \
+#         [simple|prepared] [N]
 #
 # Prints instructions per statement and allocations per statement, and keeps the
 # callgrind files (/tmp/sluice-instr-*.out) for callgrind_annotate.
@@ -25,6 +26,10 @@ pg-session) cfg=benches/sluice-pg.toml addr=127.0.0.1:26432 proto=pg ;;
 pg-tx) cfg=benches/sluice-pg.toml addr=127.0.0.1:26433 proto=pg ;;
 my-session) cfg=benches/sluice-my.toml addr=127.0.0.1:26033 proto=mysql ;;
 my-tx) cfg=benches/sluice-my.toml addr=127.0.0.1:26034 proto=mysql ;;
+# benches/features.toml's two listeners (transaction mode): plain, and with a split
+# route, 100 rules and metrics (not scraped here).
+pg-plain) cfg=benches/sluice-features-plain.toml addr=127.0.0.1:26461 proto=pg ;;
+pg-features) cfg=benches/sluice-features-on.toml addr=127.0.0.1:26462 proto=pg ;;
 *) echo "unknown target $target" >&2; exit 2 ;;
 esac
 

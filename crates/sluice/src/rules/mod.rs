@@ -126,6 +126,8 @@ pub struct RuleSet {
     on_digest: regex::RegexSet,
     on_text: regex::bytes::RegexSet,
     negated: Bits,
+    /// The rules with a pattern on the statement's text.
+    on_text_rules: Bits,
     /// Rules with a `database` field.
     by_database: Vec<(usize, String)>,
     /// Table rules: `schema.table` -> cluster.
@@ -188,10 +190,14 @@ impl RuleSet {
             regex::bytes::RegexSet::new(p).unwrap_or_else(|_| regex::bytes::RegexSet::empty())
         };
         let mut negated = Bits::new(rules.len());
+        let mut on_text_rules = Bits::new(rules.len());
         let mut by_database = Vec::new();
         for (i, c) in rules.iter().enumerate() {
             if c.rule.when.negate {
                 negated.set(i);
+            }
+            if matches!(c.pattern, Some((MatchOn::Text, _))) {
+                on_text_rules.set(i);
             }
             if let Some(db) = &c.rule.when.database {
                 by_database.push((i, db.clone()));
@@ -214,6 +220,7 @@ impl RuleSet {
             on_text: text_set(&text_patterns),
             rules,
             negated,
+            on_text_rules,
             by_database,
             tables,
             protocol,
@@ -442,13 +449,27 @@ impl RuleSet {
     }
 
     /// Whether any rule has a pattern on the statement's text.
-    fn on_text_patterns(&self) -> bool {
+    /// Whether a rule with a pattern on the text may apply to `who`'s statements (the
+    /// patterns run on every statement of such a session, and of no other).
+    fn on_text_patterns(&self, who: &Who) -> bool {
         !self.on_text.is_empty()
+            && (self.on_text_rules.0.iter())
+                .zip(who.mask.0.iter())
+                .any(|(t, m)| t & m != 0)
     }
 
-    /// `base` (a statement's matches) with the patterns on the text matched on `text`.
-    fn with_text(&self, base: &Bits, text: &[u8]) -> Bits {
-        let hits: Vec<usize> = self.on_text.matches(text).into_iter().collect();
+    /// Whether any pattern on the text matches `text`.
+    fn text_matches(&self, text: &[u8]) -> bool {
+        self.on_text.is_match(text)
+    }
+
+    /// `base` (a statement's matches) with the patterns on the text matched on `text`
+    /// (`any`: one may match; if not, none does).
+    fn with_text(&self, base: &Bits, text: &[u8], any: bool) -> Bits {
+        let hits: Vec<usize> = match any {
+            true => self.on_text.matches(text).into_iter().collect(),
+            false => Vec::new(),
+        };
         let mut bits = base.clone();
         for (i, c) in self.rules.iter().enumerate() {
             if let Some((MatchOn::Text, k)) = c.pattern

@@ -17,6 +17,9 @@ pub struct Statement {
     pub facts: Arc<Facts>,
     /// The rules whose statement fields it meets.
     pub(super) matches: Bits,
+    /// The same statement where no pattern on the text matches (made the first time
+    /// one is seen: most statements meet none, and need no copy of their own then).
+    unmatched_text: std::sync::OnceLock<Arc<Statement>>,
 }
 
 /// Entries kept per shard; a full shard starts again empty (an application has a few
@@ -44,8 +47,8 @@ impl StatementCache {
         self.dialect
     }
 
-    /// The statement `text`, as `rules` see it.
-    pub fn get(&self, rules: &RuleSet, text: &[u8]) -> Arc<Statement> {
+    /// The statement `text`, as `rules` see it when `who` runs it.
+    pub fn get(&self, rules: &RuleSet, text: &[u8], who: &super::Who) -> Arc<Statement> {
         let shape = sluice_sql::shape(text, self.dialect);
         let shard = &self.shards[(shape.key as usize) % SHARDS];
         let cached = shard.lock().get(&shape.key).cloned();
@@ -54,7 +57,11 @@ impl StatementCache {
             None => {
                 let facts = Arc::new(sluice_sql::facts(text, self.dialect));
                 let matches = rules.statement_matches(&facts);
-                let stmt = Arc::new(Statement { facts, matches });
+                let stmt = Arc::new(Statement {
+                    facts,
+                    matches,
+                    unmatched_text: std::sync::OnceLock::new(),
+                });
                 let mut map = shard.lock();
                 if map.len() >= PER_SHARD {
                     map.clear();
@@ -63,12 +70,21 @@ impl StatementCache {
                 stmt
             }
         };
-        if !rules.on_text_patterns() {
+        if !rules.on_text_patterns(who) {
             return stmt;
         }
-        Arc::new(Statement {
-            facts: stmt.facts.clone(),
-            matches: rules.with_text(&stmt.matches, text),
-        })
+        let with_text = |matches| {
+            Arc::new(Statement {
+                facts: stmt.facts.clone(),
+                matches,
+                unmatched_text: std::sync::OnceLock::new(),
+            })
+        };
+        if !rules.text_matches(text) {
+            return (stmt.unmatched_text)
+                .get_or_init(|| with_text(rules.with_text(&stmt.matches, b"", false)))
+                .clone();
+        }
+        with_text(rules.with_text(&stmt.matches, text, true))
     }
 }

@@ -51,7 +51,7 @@ fn judge(rules: &RuleSet, sql: &str, who: &Who) -> Verdict {
         Protocol::Mysql => sluice_sql::Dialect::MySql,
     };
     let cache = StatementCache::new(dialect);
-    let stmt = cache.get(rules, sql.as_bytes());
+    let stmt = cache.get(rules, sql.as_bytes(), who);
     rules.verdict(&stmt, sql.as_bytes(), who, &who.database.clone(), true)
 }
 
@@ -249,4 +249,33 @@ cluster = "main"
     assert_eq!(judge(&my, "select * from t", &who).route, to("my"));
     let elsewhere = who_of(&my, "u", "other", ("my", "main"), None);
     assert_eq!(judge(&my, "select * from t", &elsewhere).route, to("main"));
+}
+
+#[test]
+fn text_patterns_run_only_for_sessions_they_may_apply_to() {
+    let r = set(
+        r#"
+[[rules]]
+user = "alice"
+pattern = "pg_sleep"
+match_on = "text"
+action = "block"
+
+[[rules]]
+user = "alice"
+pattern = "^SELECT"
+match_on = "text"
+negate = true
+action = "log"
+"#,
+        Protocol::Postgres,
+    );
+    let alice = who_of(&r, "alice", "d", ("pg", "main"), None);
+    let bob = who_of(&r, "bob", "d", ("pg", "main"), None);
+    assert!(r.on_text_patterns(&alice) && !r.on_text_patterns(&bob));
+    assert!(judge(&r, "SELECT pg_sleep(1)", &alice).block.is_some());
+    assert!(judge(&r, "SELECT pg_sleep(1)", &bob).is_plain());
+    assert_eq!(judge(&r, "UPDATE t SET a = 1", &alice).log, [2]);
+    assert!(judge(&r, "UPDATE t SET a = 1", &bob).is_plain());
+    assert!(judge(&r, "SELECT 1", &alice).is_plain());
 }

@@ -181,7 +181,7 @@ pub fn judge<C: PoolConn>(
     let Some(j) = core.judging.as_deref() else {
         return Judged::Run;
     };
-    let stmt = j.rules.cache.get(&j.rules.set, sql);
+    let stmt = j.rules.cache.get(&j.rules.set, sql, &j.who);
     let pending = j.digests.then(|| Pending {
         stmt: stmt.clone(),
         database: j.who.database.clone(),
