@@ -448,7 +448,6 @@ impl RuleSet {
         bits
     }
 
-    /// Whether any rule has a pattern on the statement's text.
     /// Whether a rule with a pattern on the text may apply to `who`'s statements (the
     /// patterns run on every statement of such a session, and of no other).
     fn on_text_patterns(&self, who: &Who) -> bool {
@@ -464,12 +463,10 @@ impl RuleSet {
     }
 
     /// `base` (a statement's matches) with the patterns on the text matched on `text`
-    /// (`any`: one may match; if not, none does).
-    fn with_text(&self, base: &Bits, text: &[u8], any: bool) -> Bits {
-        let hits: Vec<usize> = match any {
-            true => self.on_text.matches(text).into_iter().collect(),
-            false => Vec::new(),
-        };
+    /// (None: a text none of them matches).
+    fn with_text(&self, base: &Bits, text: Option<&[u8]>) -> Bits {
+        let hits: Vec<usize> =
+            text.map_or_else(Vec::new, |t| self.on_text.matches(t).into_iter().collect());
         let mut bits = base.clone();
         for (i, c) in self.rules.iter().enumerate() {
             if let Some((MatchOn::Text, k)) = c.pattern

@@ -82,9 +82,9 @@ impl StatementCache {
         };
         if !rules.text_matches(text) {
             return (stmt.unmatched_text)
-                .get_or_init(|| with_text(rules.with_text(&stmt.matches, b"", false)))
+                .get_or_init(|| with_text(rules.with_text(&stmt.matches, None)))
                 .clone();
         }
-        with_text(rules.with_text(&stmt.matches, text, true))
+        with_text(rules.with_text(&stmt.matches, Some(text)))
     }
 }

@@ -134,7 +134,9 @@ impl Clients {
 
 impl Registered {
     pub fn same_user(&self, other: &Registered) -> bool {
-        std::ptr::eq(self, other) || self.state.lock().user == other.state.lock().user
+        // (One lock at a time: two clients may KILL each other at once.)
+        let mine = self.state.lock().user;
+        std::ptr::eq(self, other) || mine == other.state.lock().user
     }
 
     /// The server connection the client holds now; it keeps it until [`Self::done`].
