@@ -479,3 +479,15 @@ pub fn demoted(listener: &Listener, addr: &str) -> crate::error::Error {
         ),
     )
 }
+
+/// A prepared statement's class for a split route, found the first time a route asks
+/// (not at every execute), kept with the statement by either protocol's relay.
+#[derive(Debug, Default)]
+pub struct KeptClass(std::sync::OnceLock<sluice_sql::Class>);
+
+impl KeptClass {
+    /// The class of `sql`, the statement's text.
+    pub fn of(&self, sql: &[u8], dialect: sluice_sql::Dialect) -> sluice_sql::Class {
+        *self.0.get_or_init(|| sluice_sql::classify(sql, dialect))
+    }
+}

@@ -32,15 +32,13 @@ pub(super) struct ClientStmt {
     pub reads_id: bool,
     /// Where its executes may run (a split route's question), found the first time
     /// it is asked rather than at every execute.
-    pub class: std::sync::OnceLock<sluice_sql::Class>,
+    pub class: crate::session::reroute::KeptClass,
 }
 
 impl ClientStmt {
     /// Where its executes may run.
     pub fn class(&self) -> sluice_sql::Class {
-        *self
-            .class
-            .get_or_init(|| sluice_sql::classify(&self.sql, sluice_sql::Dialect::MySql))
+        self.class.of(&self.sql, sluice_sql::Dialect::MySql)
     }
 }
 
@@ -253,7 +251,7 @@ impl Relay {
             types: None,
             cursor: false,
             plain,
-            class: std::sync::OnceLock::new(),
+            class: Default::default(),
         });
         // Header (4 bytes), then 0x00, then the statement id.
         if let Some(id) = self.core.io.to_client.get_mut(at + 5..at + 9) {

@@ -20,15 +20,13 @@ pub struct Stmt {
     pub parsed_under: u64,
     /// Where its executions may run (a split route's question), found the first time
     /// it is asked rather than at every Bind.
-    class: std::sync::OnceLock<sluice_sql::Class>,
+    class: crate::session::reroute::KeptClass,
 }
 
 impl Stmt {
     /// Where its executions may run.
     pub fn class(&self) -> sluice_sql::Class {
-        *self
-            .class
-            .get_or_init(|| sluice_sql::classify(&self.query, sluice_sql::Dialect::Postgres))
+        self.class.of(&self.query, sluice_sql::Dialect::Postgres)
     }
 }
 
@@ -50,7 +48,7 @@ impl Stmt {
             types,
             effects,
             parsed_under,
-            class: std::sync::OnceLock::new(),
+            class: Default::default(),
         }
     }
 }
