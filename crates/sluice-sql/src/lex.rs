@@ -79,73 +79,77 @@ impl<'a> Tokens<'a> {
     }
 
     fn skip_space_and_comments(&mut self) {
-        let s = self.s;
         loop {
-            while self.i < s.len() && class(s[self.i]) & SPACE != 0 {
-                self.i += 1;
-            }
-            let rest = &s[self.i..];
+            self.i += run(self.s.get(self.i..).unwrap_or_default(), SPACE);
             // Most tokens start with no comment before them.
-            if !matches!(rest.first(), Some(b'-' | b'/' | b'#' | b'*')) {
+            if !matches!(self.s.get(self.i), Some(b'-' | b'/' | b'#' | b'*')) || !self.comment() {
                 return;
             }
-            if self.dialect == Dialect::MySql {
-                if self.exec_comment && rest.starts_with(b"*/") {
-                    self.exec_comment = false;
-                    self.i += 2;
-                    continue;
-                }
-                let exec = rest.starts_with(b"/*!") || rest.starts_with(b"/*M!");
-                if exec {
-                    // The content runs (on servers of at least the version given).
-                    self.i += if rest[2] == b'!' { 3 } else { 4 };
-                    while self.i < s.len() && s[self.i].is_ascii_digit() {
-                        self.i += 1;
-                    }
-                    self.exec_comment = true;
-                    continue;
-                }
-                let dash = rest.starts_with(b"--")
-                    && rest
-                        .get(2)
-                        .is_none_or(|c| c.is_ascii_whitespace() || c.is_ascii_control());
-                if rest.starts_with(b"#") || dash {
-                    while self.i < s.len() && s[self.i] != b'\n' {
-                        self.i += 1;
-                    }
-                    continue;
-                }
-                if rest.starts_with(b"/*") {
-                    // Not nested in MySQL.
-                    self.i =
-                        memfind(&s[self.i + 2..], b"*/").map_or(s.len(), |p| self.i + 2 + p + 2);
-                    continue;
-                }
-                return;
+        }
+    }
+
+    /// Skips the comment at `self.i`, if one starts there.
+    #[inline(never)]
+    fn comment(&mut self) -> bool {
+        let s = self.s;
+        let rest = &s[self.i..];
+        if self.dialect == Dialect::MySql {
+            if self.exec_comment && rest.starts_with(b"*/") {
+                self.exec_comment = false;
+                self.i += 2;
+                return true;
             }
-            if s[self.i..].starts_with(b"--") {
+            let exec = rest.starts_with(b"/*!") || rest.starts_with(b"/*M!");
+            if exec {
+                // The content runs (on servers of at least the version given).
+                self.i += if rest[2] == b'!' { 3 } else { 4 };
+                while self.i < s.len() && s[self.i].is_ascii_digit() {
+                    self.i += 1;
+                }
+                self.exec_comment = true;
+                return true;
+            }
+            let dash = rest.starts_with(b"--")
+                && rest
+                    .get(2)
+                    .is_none_or(|c| c.is_ascii_whitespace() || c.is_ascii_control());
+            if rest.starts_with(b"#") || dash {
                 while self.i < s.len() && s[self.i] != b'\n' {
                     self.i += 1;
                 }
-            } else if s[self.i..].starts_with(b"/*") {
-                let mut depth = 0usize;
-                while self.i < s.len() {
-                    if s[self.i..].starts_with(b"/*") {
-                        depth += 1;
-                        self.i += 2;
-                    } else if s[self.i..].starts_with(b"*/") {
-                        depth -= 1;
-                        self.i += 2;
-                        if depth == 0 {
-                            break;
-                        }
-                    } else {
-                        self.i += 1;
-                    }
-                }
-            } else {
-                return;
+                return true;
             }
+            if rest.starts_with(b"/*") {
+                // Not nested in MySQL.
+                self.i = memfind(&s[self.i + 2..], b"*/").map_or(s.len(), |p| self.i + 2 + p + 2);
+                return true;
+            }
+            return false;
+        }
+        if rest.starts_with(b"--") {
+            while self.i < s.len() && s[self.i] != b'\n' {
+                self.i += 1;
+            }
+            true
+        } else if rest.starts_with(b"/*") {
+            let mut depth = 0usize;
+            while self.i < s.len() {
+                if s[self.i..].starts_with(b"/*") {
+                    depth += 1;
+                    self.i += 2;
+                } else if s[self.i..].starts_with(b"*/") {
+                    depth -= 1;
+                    self.i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    self.i += 1;
+                }
+            }
+            true
+        } else {
+            false
         }
     }
 
@@ -217,6 +221,13 @@ fn class(c: u8) -> u8 {
     CLASSES[usize::from(c)]
 }
 
+/// How many bytes at the start of `s` are of class `of`.
+fn run(s: &[u8], of: u8) -> usize {
+    s.iter()
+        .position(|&c| class(c) & of == 0)
+        .unwrap_or(s.len())
+}
+
 fn is_word_byte(c: u8) -> bool {
     class(c) & WORD != 0
 }
@@ -236,6 +247,22 @@ impl<'a> Tokens<'a> {
         let s = self.s;
         let start = self.i;
         let c = *s.get(start)?;
+        // Most tokens are words: a letter or `_` (not `$`, a digit or a string's `e'`).
+        if class(c) & WORD != 0
+            && !c.is_ascii_digit()
+            && c != b'$'
+            && !(c | 0x20 == b'e' && s.get(start + 1) == Some(&b'\''))
+        {
+            self.i += 1 + run(&s[start + 1..], WORD);
+            return Some(Token::Word(&s[start..self.i]));
+        }
+        self.other(start, c)
+    }
+
+    /// A token that is not a plain word.
+    #[inline(never)]
+    fn other(&mut self, start: usize, c: u8) -> Option<Token<'a>> {
+        let s = self.s;
         if self.dialect == Dialect::MySql {
             match c {
                 b'\'' | b'"' => return Some(Token::Str(&s[start..self.quoted(c, true)])),
@@ -292,9 +319,7 @@ impl<'a> Tokens<'a> {
                 Token::Number(&s[start..self.i])
             }
             c if is_word_byte(c) => {
-                while self.i < s.len() && is_word_byte(s[self.i]) {
-                    self.i += 1;
-                }
+                self.i += 1 + run(&s[start + 1..], WORD);
                 Token::Word(&s[start..self.i])
             }
             c => {

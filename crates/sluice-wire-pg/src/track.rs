@@ -186,6 +186,14 @@ impl Tracker {
 
     /// Appends the answers Sluice gives itself that are now due (those at the head of the
     /// queue) to `out`.
+    /// Whether [`Tracker::release_synthetic`] has anything to do (checked per server
+    /// frame, before the answer's buffer is touched).
+    pub fn has_synthetic(&self) -> bool {
+        self.queue
+            .front()
+            .is_some_and(|e| e.kind == Kind::CopyEnd || matches!(e.origin, Origin::Synthetic(_)))
+    }
+
     pub fn release_synthetic(&mut self, out: &mut BytesMut) {
         self.drop_markers();
         while let Some(Entry {

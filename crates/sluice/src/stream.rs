@@ -3,6 +3,7 @@
 //! ([`compressed`]).
 
 mod compressed;
+pub mod spare;
 pub use compressed::compress;
 
 use std::io;
@@ -39,13 +40,16 @@ impl Stream {
     /// socket is first waited on without a buffer, so that a connection with nothing to
     /// read holds no buffer memory (the caller may drop an empty buffer while it waits);
     /// TLS reads go through rustls, which keeps its own buffer anyway.
-    pub fn poll_read_grow(
+    pub fn poll_read_grow<B: ReadInto + ?Sized>(
         &mut self,
         cx: &mut Context<'_>,
-        buf: &mut bytes::BytesMut,
+        buf: &mut B,
         chunk: usize,
     ) -> Poll<io::Result<usize>> {
         let grow = |buf: &mut bytes::BytesMut| {
+            if buf.capacity() == 0 {
+                *buf = spare::buf();
+            }
             if buf.capacity() - buf.len() < 1024 {
                 buf.reserve(chunk);
             }
@@ -53,14 +57,16 @@ impl Stream {
         match self {
             Stream::Plain(s) => loop {
                 std::task::ready!(s.poll_read_ready(cx))?;
+                let buf = buf.buf();
                 grow(buf);
                 match read_ready(s, buf) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                     r => return Poll::Ready(r),
                 }
             },
-            Stream::Compressed(c) => c.poll_read_grow(cx, buf, chunk),
+            Stream::Compressed(c) => c.poll_read_grow(cx, buf.buf(), chunk),
             _ => {
+                let buf = buf.buf();
                 grow(buf);
                 tokio_util::io::poll_read_buf(Pin::new(self), cx, buf)
             }
@@ -131,6 +137,18 @@ impl SocketHandle {
                 libc::shutdown(fd, how);
             }
         }
+    }
+}
+
+/// A buffer [`Stream::poll_read_grow`] reads into, asked for only once there is
+/// something to read (a session's buffer may be made on first use).
+pub trait ReadInto {
+    fn buf(&mut self) -> &mut bytes::BytesMut;
+}
+
+impl ReadInto for bytes::BytesMut {
+    fn buf(&mut self) -> &mut bytes::BytesMut {
+        self
     }
 }
 

@@ -322,7 +322,11 @@ async fn main_loop<R: Relay>(r: &mut R) -> End {
             r.rest();
             super::judge::rest(r);
         }
+        // Bytes written to the server wake the loop only when nothing is in flight
+        // (the connection may then be let go); else the pump goes on waiting.
+        let report_drain = !r.in_flight();
         let core: &mut Core<R::Conn> = r;
+        core.io.report_drain = report_drain;
         let server = core.lease.as_mut().map(|l| l.conn.duplex());
         let watch = super::pump::Watch::of(&core.shared, &core.client);
         let ev = core.io.next(server, watch).await;

@@ -5,7 +5,7 @@
 //! writes, applies back-pressure and notices shutdown.
 
 use crate::error::Side;
-use crate::stream::Stream;
+use crate::stream::{Stream, spare};
 use bytes::{Buf, BytesMut};
 use std::future::Future;
 use std::pin::Pin;
@@ -25,6 +25,21 @@ pub enum Event {
     Shutdown,
     /// The deadline set with [`Pump::set_deadline`] passed.
     Timeout,
+}
+
+/// What one pass of [`Pump::poll_io`] over the sockets came to.
+enum Wrote {
+    /// Something for the relay.
+    Event(Event),
+    /// Bytes went out to that side: look again.
+    Bytes(Side),
+}
+
+/// Which reads one [`Pump::poll_io`] found pending (their wakers are left).
+#[derive(Default)]
+struct Pending {
+    server: bool,
+    client: bool,
 }
 
 /// Whether Sluice is stopping (`Shared::shutdown`).
@@ -64,6 +79,9 @@ pub struct Pump {
     pause_client: bool,
     flush_client: bool,
     flush_server: bool,
+    /// End the wait with [`Event::Wrote`] when the queue to the server empties: set
+    /// by the relay while nothing is in flight (the connection may then be let go).
+    pub report_drain: bool,
     /// The session's next timeout (see session/timeouts.rs); only sessions with
     /// timeouts configured ever have a timer. `armed`: its deadline is the one set
     /// with [`Pump::set_deadline`] and has not passed yet.
@@ -81,23 +99,8 @@ pub struct Pump {
 #[derive(Default)]
 pub struct LazyBuf(Option<Box<BytesMut>>);
 
-/// Gives an empty buffer's memory back (a server connection's read buffer).
-fn release(buf: &mut BytesMut) {
-    if buf.is_empty() && buf.capacity() > 0 {
-        *buf = BytesMut::new();
-    }
-}
-
 /// What an absent [`LazyBuf`] reads as.
 static EMPTY: std::sync::LazyLock<BytesMut> = std::sync::LazyLock::new(BytesMut::new);
-
-/// Empty buffers a thread keeps for the next [`LazyBuf`] written to, at most
-/// [`SPARES`] of at most [`SPARE_BYTES`] each: a statement fills and empties a few
-/// buffers (the client's bytes, the copy to the server, the answer), and without
-/// spares each would be allocated, grown and freed again every time. A few kept per
-/// thread serve all its sessions; an idle client still holds none.
-const SPARES: usize = 4;
-const SPARE_BYTES: usize = 32 * 1024;
 
 thread_local! {
     // Boxed: the box is what a `LazyBuf` holds, and is reused with its buffer.
@@ -106,27 +109,18 @@ thread_local! {
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// A spare buffer, or a new one.
+/// A spare buffer (stream/spare.rs), or a new one.
 fn spare() -> Box<BytesMut> {
-    SPARE
-        .try_with(|s| s.borrow_mut().pop())
-        .ok()
-        .flatten()
-        .unwrap_or_default()
+    spare::take(&SPARE).unwrap_or_default()
 }
 
-/// Keeps an emptied buffer as a spare if there is room (else it is freed).
+/// Keeps an emptied buffer as a spare if it is not too large (else it is freed).
 fn keep_spare(mut b: Box<BytesMut>) {
-    if b.capacity() == 0 || b.capacity() > SPARE_BYTES {
+    if b.capacity() == 0 || b.capacity() > spare::SPARE_BYTES {
         return;
     }
     b.clear();
-    let _ = SPARE.try_with(|s| {
-        let mut s = s.borrow_mut();
-        if s.len() < SPARES {
-            s.push(b);
-        }
-    });
+    spare::keep(&SPARE, b);
 }
 
 impl LazyBuf {
@@ -146,6 +140,12 @@ impl LazyBuf {
     /// The bytes, leaving it empty.
     pub fn take(&mut self) -> BytesMut {
         self.0.take().map_or_else(BytesMut::new, |b| *b)
+    }
+}
+
+impl crate::stream::ReadInto for LazyBuf {
+    fn buf(&mut self) -> &mut BytesMut {
+        self
     }
 }
 
@@ -183,6 +183,7 @@ impl Pump {
             pause_client: false,
             flush_client: false,
             flush_server: false,
+            report_drain: true,
             timer: None,
             armed: false,
             counters: shared.counters.listener(listener),
@@ -209,73 +210,120 @@ impl Pump {
     }
 
     /// Waits for the next thing to handle. `server`: the held server connection's
-    /// socket and read buffer, if any.
+    /// socket and read buffer, if any. Bytes written do not end the wait (the relay
+    /// has nothing to do about them) unless a side's queue emptied while the relay
+    /// asked to hear of it ([`Pump::report_drain`]), Sluice is stopping or the caller
+    /// wants to hear of every write (`every_write`).
     pub fn poll_io(
+        &mut self,
+        mut server: Option<(&mut Stream, &mut BytesMut)>,
+        watch: Watch<'_>,
+        every_write: bool,
+        cx: &mut Context<'_>,
+    ) -> Poll<Event> {
+        // Reads found pending in this call are not polled again after a write: their
+        // wakers are left already.
+        let mut pending = Pending::default();
+        loop {
+            let s = server.as_mut().map(|(s, b)| (&mut **s, &mut **b));
+            match self.poll_once(s, watch, &mut pending, cx) {
+                Some(Wrote::Event(ev)) => return Poll::Ready(ev),
+                Some(Wrote::Bytes(side)) => {
+                    let drained = side == Side::Server && self.to_server.is_empty();
+                    if every_write || self.shutting_down || (self.report_drain && drained) {
+                        return Poll::Ready(Event::Wrote);
+                    }
+                }
+                None => break,
+            }
+        }
+        self.poll_rest(watch, cx)
+    }
+
+    /// One pass over the sockets: what was read or failed (an event), bytes written
+    /// (to look again), or nothing ready to write or read.
+    fn poll_once(
         &mut self,
         server: Option<(&mut Stream, &mut BytesMut)>,
         watch: Watch<'_>,
+        pending: &mut Pending,
         cx: &mut Context<'_>,
-    ) -> Poll<Event> {
+    ) -> Option<Wrote> {
+        let wrote = |r: std::io::Result<usize>, side| match r {
+            Ok(0) => Wrote::Event(Event::WriteFailed(
+                side,
+                std::io::ErrorKind::WriteZero.into(),
+            )),
+            Ok(_) => Wrote::Bytes(side),
+            Err(e) => Wrote::Event(Event::WriteFailed(side, e)),
+        };
         if let Some((stream, rbuf)) = server {
-            if self.to_client.len() < HIGH_WATER {
+            if self.to_client.len() < HIGH_WATER && !pending.server {
                 if let Poll::Ready(r) = stream.poll_read_grow(cx, rbuf, READ_CHUNK) {
-                    return Poll::Ready(Event::ServerRead(r));
+                    return Some(Wrote::Event(Event::ServerRead(r)));
                 }
-                release(rbuf);
+                pending.server = true;
+                spare::release(rbuf);
             }
             if !self.to_server.is_empty() {
-                match Pin::new(&mut *stream).poll_write(cx, &self.to_server) {
-                    Poll::Ready(Ok(n)) => {
+                if let Poll::Ready(r) = Pin::new(&mut *stream).poll_write(cx, &self.to_server) {
+                    if let Ok(n) = r {
                         self.to_server.advance(n);
                         self.flush_server = stream.is_tls();
-                        return Poll::Ready(Event::Wrote);
                     }
-                    Poll::Ready(Err(e)) => return Poll::Ready(Event::WriteFailed(Side::Server, e)),
-                    Poll::Pending => {}
+                    return Some(wrote(r, Side::Server));
                 }
             } else if self.flush_server {
                 match Pin::new(&mut *stream).poll_flush(cx) {
                     Poll::Ready(Ok(())) => self.flush_server = false,
-                    Poll::Ready(Err(e)) => return Poll::Ready(Event::WriteFailed(Side::Server, e)),
+                    Poll::Ready(Err(e)) => {
+                        return Some(Wrote::Event(Event::WriteFailed(Side::Server, e)));
+                    }
                     Poll::Pending => {}
                 }
             }
         }
         if !self.to_client.is_empty() {
-            match Pin::new(&mut self.client).poll_write(cx, &self.to_client) {
-                Poll::Ready(Ok(n)) => {
+            if let Poll::Ready(r) = Pin::new(&mut self.client).poll_write(cx, &self.to_client) {
+                if let Ok(n) = r {
                     self.to_client.advance(n);
                     self.counters.sent(n);
                     self.flush_client = self.client.is_tls();
-                    return Poll::Ready(Event::Wrote);
                 }
-                Poll::Ready(Err(e)) => return Poll::Ready(Event::WriteFailed(Side::Client, e)),
-                Poll::Pending => {}
+                return Some(wrote(r, Side::Client));
             }
         } else if self.flush_client {
             match Pin::new(&mut self.client).poll_flush(cx) {
                 Poll::Ready(Ok(())) => self.flush_client = false,
-                Poll::Ready(Err(e)) => return Poll::Ready(Event::WriteFailed(Side::Client, e)),
+                Poll::Ready(Err(e)) => {
+                    return Some(Wrote::Event(Event::WriteFailed(Side::Client, e)));
+                }
                 Poll::Pending => {}
             }
         }
         // While draining, the client may still finish its transaction: keep reading
         // until it is between transactions (the relay then ends the session).
-        if self.to_server.len() < HIGH_WATER
-            && !self.pause_client
-            && let Poll::Ready(r) = self.client.poll_read_grow(cx, &mut self.cbuf, READ_CHUNK)
-        {
+        if self.to_server.len() < HIGH_WATER && !self.pause_client && !pending.client {
+            let Poll::Ready(r) = self.client.poll_read_grow(cx, &mut self.cbuf, READ_CHUNK) else {
+                pending.client = true;
+                return None;
+            };
             if watch.home.is_some_and(|h| h.killed()) {
                 // KILL CLIENT: what the client sent after it is not run (its socket,
                 // shut for reading, may still have handed it over).
                 self.cbuf.clear();
-                return Poll::Ready(Event::ClientRead(Ok(0)));
+                return Some(Wrote::Event(Event::ClientRead(Ok(0))));
             }
             if let Ok(n) = r {
                 self.counters.received(n);
             }
-            return Poll::Ready(Event::ClientRead(r));
+            return Some(Wrote::Event(Event::ClientRead(r)));
         }
+        None
+    }
+
+    /// Nothing to read or write: a KILL, a stop or the timer, else the wait.
+    fn poll_rest(&mut self, watch: Watch<'_>, cx: &mut Context<'_>) -> Poll<Event> {
         if !self.shutting_down && Self::stopping(watch, cx) {
             return Poll::Ready(Event::Shutdown);
         }
@@ -311,7 +359,7 @@ impl Pump {
     ) -> impl Future<Output = Event> + Send + 'a {
         std::future::poll_fn(move |cx| {
             let s = server.as_mut().map(|(st, b)| (&mut **st, &mut **b));
-            self.poll_io(s, watch, cx)
+            self.poll_io(s, watch, false, cx)
         })
     }
 
@@ -340,7 +388,9 @@ impl Pump {
             {
                 return Poll::Ready(Ok(d));
             }
-            self.poll_io(None, watch, cx).map(Err)
+            // Every write ends this wait: room in the client's queue lets more of
+            // the answer in.
+            self.poll_io(None, watch, true, cx).map(Err)
         })
         .await;
         self.pause_client = false;
@@ -395,8 +445,12 @@ mod tests {
         assert!(b.0.is_some(), "a buffer holding bytes is kept");
         // A large buffer is not kept as a spare.
         let mut big = LazyBuf::default();
-        big.reserve(SPARE_BYTES * 2);
+        big.reserve(spare::SPARE_BYTES * 2);
         big.release();
-        assert!(SPARE.with(|s| s.borrow().iter().all(|b| b.capacity() <= SPARE_BYTES)));
+        assert!(SPARE.with(|s| {
+            s.borrow()
+                .iter()
+                .all(|b| b.capacity() <= spare::SPARE_BYTES)
+        }));
     }
 }

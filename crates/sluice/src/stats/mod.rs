@@ -31,12 +31,11 @@ pub struct Key<'a> {
 impl Key<'_> {
     /// A hash of who ran it (user, database, listener): computed once per session.
     pub fn session(user: &str, database: &str, listener: &str) -> u64 {
-        let mut h = xxhash_rust::xxh3::Xxh3::new();
-        for part in [user, database, listener] {
-            h.update(part.as_bytes());
-            h.update(&[0]);
-        }
-        h.digest()
+        // Each part's hash seeds the next (one-shot hashes of short names are a few
+        // dozen instructions; a streaming hasher's set-up costs more than the three).
+        [user, database, listener].iter().fold(0, |h, part| {
+            xxhash_rust::xxh3::xxh3_64_with_seed(part.as_bytes(), h)
+        })
     }
 }
 

@@ -44,7 +44,10 @@ impl Relay {
             }
             return Ruled::Go(len);
         }
-        let database = self.current_database();
+        // The pool held here: its database is borrowed, not copied, per statement.
+        let pool = std::sync::Arc::clone(&self.core.pool);
+        let used = self.used_database();
+        let database: &str = used.as_deref().unwrap_or(&pool.key.database);
         let between = self.at_rest() && !self.in_transaction();
         let cbuf = std::mem::take(&mut *self.core.io.cbuf);
         let payload = cbuf.get(5..4 + len).unwrap_or_default();
@@ -54,7 +57,7 @@ impl Relay {
                 let j = judge::judge(
                     &mut self.core,
                     payload,
-                    Some(&database),
+                    Some(database),
                     (false, simple, between),
                 );
                 if let Some(cluster) = self.core.take_mirror()
@@ -72,7 +75,7 @@ impl Relay {
                         match judge::judge(
                             &mut self.core,
                             &st.sql,
-                            Some(&database),
+                            Some(database),
                             (true, false, false),
                         ) {
                             Judged::Rewrite(_) => Judged::Run,
@@ -157,13 +160,12 @@ impl Relay {
         false
     }
 
-    /// The session's current database: the last USE (or COM_INIT_DB) it made, else the
-    /// one it logged in with.
-    fn current_database(&self) -> String {
-        let used = self.core.ledger.sets.get("schema").and_then(|sql| {
+    /// The database the session chose with its last USE (or COM_INIT_DB), if any
+    /// (else it is in the one it logged in with, its pool's).
+    fn used_database(&self) -> Option<String> {
+        self.core.ledger.sets.get("schema").and_then(|sql| {
             let mut tokens = sluice_sql::Tokens::new_in(sql.as_bytes(), sluice_sql::Dialect::MySql);
             tokens.nth(1).and_then(|t| t.ident())
-        });
-        used.unwrap_or_else(|| self.core.pool.key.database.clone())
+        })
     }
 }

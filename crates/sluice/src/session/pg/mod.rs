@@ -256,7 +256,9 @@ impl Relay {
 
     /// Sends the answers Sluice gives itself that are due now.
     fn release_synthetic(&mut self) {
-        self.tracker.release_synthetic(&mut self.core.io.to_client);
+        if self.tracker.has_synthetic() {
+            self.tracker.release_synthetic(&mut self.core.io.to_client);
+        }
         if self.tracker.has_done() {
             self.handle_done();
         }

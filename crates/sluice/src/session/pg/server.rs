@@ -55,7 +55,9 @@ impl Relay {
     pub(super) fn on_server_frames(&mut self) -> Result<(), Error> {
         let max = self.core.max_message();
         loop {
-            self.tracker.release_synthetic(&mut self.core.io.to_client);
+            if self.tracker.has_synthetic() {
+                self.tracker.release_synthetic(&mut self.core.io.to_client);
+            }
             let Some(lease) = self.core.lease.as_mut() else {
                 return Ok(());
             };
@@ -154,7 +156,9 @@ impl Relay {
                 self.handle_done();
             }
         }
-        self.tracker.release_synthetic(&mut self.core.io.to_client);
+        if self.tracker.has_synthetic() {
+            self.tracker.release_synthetic(&mut self.core.io.to_client);
+        }
         Ok(())
     }
 
