@@ -36,6 +36,7 @@
 #
 # Env: SLUICE=0 leaves Sluice out (no build): direct only.
 #      SLUICE_BIN=path uses a prebuilt sluice instead of building.
+#      SLUICE_BUSY_POLL_US=N sets busy_poll_us in Sluice's generated config.
 #
 # Targets: direct; sluice-session (session-mode pool as large as the largest
 # thread count, so that no client waits); sluice-tx (transaction-mode pool of
@@ -62,6 +63,7 @@ sl_init_cleanup
 CMDLINE="$(printf '%q ' "${BASH_SOURCE[0]#"$SL_ROOT/"}" "$@")"
 CMDLINE="${CMDLINE% }"
 [[ -z "${SLUICE+x}" ]] || CMDLINE="SLUICE=$SLUICE $CMDLINE"
+[[ -z "${SLUICE_BUSY_POLL_US:-}" ]] || CMDLINE="SLUICE_BUSY_POLL_US=$SLUICE_BUSY_POLL_US $CMDLINE"
 
 ROUNDS=5
 DURATION=10

@@ -224,6 +224,10 @@ pub struct General {
     pub client_login_timeout: Duration,
     /// Query digests kept at most (the least recent are evicted); 0 = no digests.
     pub digest_max_entries: usize,
+    /// While one client alone runs statements, its session watches the socket it waits
+    /// on for this many microseconds before sleeping (lower latency for a lone client,
+    /// for a core kept busy meanwhile); 0 = never.
+    pub busy_poll_us: u64,
 }
 
 impl Default for General {
@@ -237,6 +241,7 @@ impl Default for General {
             worker_threads: 1,
             client_login_timeout: DEFAULT_CLIENT_LOGIN_TIMEOUT,
             digest_max_entries: DEFAULT_DIGEST_MAX_ENTRIES,
+            busy_poll_us: 0,
         }
     }
 }

@@ -39,6 +39,7 @@ pub(crate) const GENERAL_KEYS: &[&str] = &[
     "worker_threads",
     "client_login_timeout",
     "digest_max_entries",
+    "busy_poll_us",
 ];
 pub(crate) const SERVER_KEYS: &[&str] = &[
     "protocol",
@@ -254,6 +255,7 @@ fn read_general(ctx: &mut Ctx<'_>, header: Option<Range<usize>>, item: &Item) ->
     let worker_threads = r.count("worker_threads", 0, MAX_WORKER_THREADS);
     let client_login_timeout = r.duration("client_login_timeout");
     let digest_max_entries = r.count("digest_max_entries", 0, 10_000_000);
+    let busy_poll_us = r.count("busy_poll_us", 0, 10_000);
     if client_login_timeout.is_some_and(|t| t.is_zero()) {
         r.error("client_login_timeout", "must be greater than zero");
     }
@@ -268,6 +270,7 @@ fn read_general(ctx: &mut Ctx<'_>, header: Option<Range<usize>>, item: &Item) ->
             worker_threads: worker_threads.unwrap_or(defaults.worker_threads),
             client_login_timeout: client_login_timeout.unwrap_or(defaults.client_login_timeout),
             digest_max_entries: digest_max_entries.unwrap_or(defaults.digest_max_entries),
+            busy_poll_us: busy_poll_us.map_or(defaults.busy_poll_us, |us| us as u64),
         })
     })
     .unwrap_or(defaults)

@@ -138,6 +138,10 @@ pub async fn apply(running: &Running, new: Config) -> Result<String, String> {
     {
         said.push("worker_threads and digest_max_entries change at the next start".into());
     }
+    if old.general.busy_poll_us != new.general.busy_poll_us {
+        crate::session::spin::set(new.general.busy_poll_us);
+        said.push(format!("busy_poll_us is {}", new.general.busy_poll_us));
+    }
     if said.is_empty() {
         said.push("nothing changed".into());
     }

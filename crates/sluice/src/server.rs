@@ -44,6 +44,7 @@ pub async fn start(config: Config) -> Result<Handle> {
     let firewall = crate::firewall::Firewall::load(&config).map_err(anyhow::Error::msg)?;
     let (tx, rx) = watch::channel(false);
     let shared = Shared::new(config.clone(), connectors, rx);
+    crate::session::spin::set(config.general.busy_poll_us);
     let shared = shared.with_firewall(firewall);
     crate::topology::health::start(&shared);
     let clients = TaskTracker::new();

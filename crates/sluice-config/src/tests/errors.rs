@@ -269,6 +269,17 @@ fn message_size_bounds() {
 }
 
 #[test]
+fn busy_poll_bounds() {
+    let ok = format!("[general]\nbusy_poll_us = 50\n{BASE}");
+    let config = super::parse_with(&ok, "test.toml", &super::no_files());
+    assert_eq!(config.map(|c| c.general.busy_poll_us).ok(), Some(50));
+    let text = format!("[general]\nbusy_poll_us = 20000\n{BASE}");
+    assert_errors(&text, &[(Some(2), "must be at most 10000, found 20000")]);
+    let text = format!("[general]\nbusy_poll_us = \"50us\"\n{BASE}");
+    assert_errors(&text, &[(Some(2), "expected an integer")]);
+}
+
+#[test]
 fn pool_consistency() {
     let text = format!("{BASE}\n[pools.default]\nsize = 5\nmin_idle = 6\n");
     assert_errors(

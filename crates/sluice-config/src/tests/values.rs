@@ -49,6 +49,7 @@ log_level = "info,sluice=debug"
 max_message_size = "16MiB"
 max_client_connections = 500
 worker_threads = 4
+busy_poll_us = 30
 
 [servers.my1]
 protocol = "mysql"
@@ -112,6 +113,7 @@ auth = "trust"
     assert_eq!(g.log_level, "info,sluice=debug");
     assert_eq!(g.max_message_size, 16 << 20);
     assert_eq!((g.max_client_connections, g.worker_threads), (500, 4));
+    assert_eq!(g.busy_poll_us, 30);
 
     let my1 = &config.servers["my1"];
     assert_eq!(

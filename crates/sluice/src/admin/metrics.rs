@@ -174,6 +174,19 @@ impl Collector for Scrape {
             ),
             pins,
         )?;
+        use crate::stats::counters::{BUSY_POLL_HITS, BUSY_POLL_MISSES};
+        family(
+            &mut e,
+            (
+                "busy_poll_waits",
+                "Sockets a lone client's session watched (busy_poll_us), by outcome: hit (bytes came) or miss (it slept)",
+                C,
+            ),
+            vec![
+                (vec![("outcome", "hit".to_string())], n(&BUSY_POLL_HITS)),
+                (vec![("outcome", "miss".to_string())], n(&BUSY_POLL_MISSES)),
+            ],
+        )?;
         if let Some(d) = &s.digests {
             let len = Value::Int(d.len() as u64);
             family(

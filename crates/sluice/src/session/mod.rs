@@ -15,6 +15,7 @@ pub mod pg;
 pub mod plan;
 pub mod pump;
 pub mod reroute;
+pub mod spin;
 pub mod timeouts;
 
 pub use ledger::{Ledger, PinReason};

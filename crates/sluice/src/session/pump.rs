@@ -35,6 +35,13 @@ enum Wrote {
     Bytes(Side),
 }
 
+/// Who a client is to session/spin.rs: its socket's descriptor (unique among open
+/// ones).
+fn client_id(tcp: &tokio::net::TcpStream) -> u32 {
+    use std::os::fd::AsRawFd;
+    tcp.as_raw_fd() as u32
+}
+
 /// Which reads one [`Pump::poll_io`] found pending (their wakers are left).
 #[derive(Default)]
 struct Pending {
@@ -77,6 +84,8 @@ pub struct Pump {
     pub shutting_down: bool,
     /// Read nothing more from the client for now (its statement's answer is pending).
     pause_client: bool,
+    /// The client is the only one running statements lately (session/spin.rs).
+    lone: bool,
     flush_client: bool,
     flush_server: bool,
     /// End the wait with [`Event::Wrote`] when the queue to the server empties: set
@@ -181,6 +190,7 @@ impl Pump {
             to_server: LazyBuf::default(),
             shutting_down: false,
             pause_client: false,
+            lone: false,
             flush_client: false,
             flush_server: false,
             report_drain: true,
@@ -237,7 +247,52 @@ impl Pump {
                 None => break,
             }
         }
-        self.poll_rest(watch, cx)
+        let rest = self.poll_rest(watch, cx);
+        // (Not while an answer comes from a shared connection (`every_write`): its
+        // task may need this thread.)
+        if rest.is_pending()
+            && self.lone
+            && !every_write
+            && let Some(budget) = super::spin::budget()
+        {
+            return self.spin(server, watch, budget).map_or(rest, Poll::Ready);
+        }
+        rest
+    }
+
+    /// Nothing is ready and the client is alone: watches the socket the session waits
+    /// on for `budget` (the server's while a request is in flight, else the client's).
+    fn spin(
+        &mut self,
+        server: Option<(&mut Stream, &mut BytesMut)>,
+        watch: Watch<'_>,
+        budget: std::time::Duration,
+    ) -> Option<Event> {
+        match server {
+            Some((Stream::Plain(s), rbuf)) if !self.report_drain && self.to_server.is_empty() => {
+                super::spin::wait(s, budget, rbuf).map(Event::ServerRead)
+            }
+            _ if self.report_drain
+                && self.to_client.is_empty()
+                && !self.pause_client
+                && !self.shutting_down =>
+            {
+                let Stream::Plain(c) = &self.client else {
+                    return None;
+                };
+                let r = super::spin::wait(c, budget, &mut self.cbuf)?;
+                if watch.home.is_some_and(|h| h.killed()) {
+                    self.cbuf.clear();
+                    return Some(Event::ClientRead(Ok(0)));
+                }
+                if let Ok(n) = r {
+                    self.counters.received(n);
+                    self.lone = super::spin::alone(client_id(c));
+                }
+                Some(Event::ClientRead(r))
+            }
+            _ => None,
+        }
     }
 
     /// One pass over the sockets: what was read or failed (an event), bytes written
@@ -316,6 +371,9 @@ impl Pump {
             }
             if let Ok(n) = r {
                 self.counters.received(n);
+                if n > 0 && super::spin::budget().is_some() {
+                    self.lone = super::spin::alone(client_id(self.client.tcp()));
+                }
             }
             return Some(Wrote::Event(Event::ClientRead(r)));
         }

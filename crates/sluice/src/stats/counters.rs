@@ -161,6 +161,11 @@ impl Counters {
     }
 }
 
+/// `busy_poll_us` at work, process-wide: waits on a socket that found bytes (or the
+/// end) before the budget was spent, and waits that spent it and went to sleep.
+pub static BUSY_POLL_HITS: AtomicU64 = AtomicU64::new(0);
+pub static BUSY_POLL_MISSES: AtomicU64 = AtomicU64::new(0);
+
 #[cfg(test)]
 mod tests {
     use super::*;

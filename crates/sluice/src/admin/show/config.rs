@@ -46,6 +46,7 @@ pub fn table(shared: &Shared) -> Table {
         "digest_max_entries",
         g.digest_max_entries.to_string(),
     );
+    put("general", "busy_poll_us", g.busy_poll_us.to_string());
     let a = &c.admin;
     put("admin", "users", a.users.join(","));
     put(
