@@ -269,11 +269,18 @@ impl Pump {
         budget: std::time::Duration,
     ) -> Option<Event> {
         match server {
-            Some((Stream::Plain(s), rbuf)) if !self.report_drain && self.to_server.is_empty() => {
+            // (Within the same bounds as the reads polled: the client's queue below
+            // its high-water mark, the server's empty.)
+            Some((Stream::Plain(s), rbuf))
+                if !self.report_drain
+                    && self.to_server.is_empty()
+                    && self.to_client.len() < HIGH_WATER =>
+            {
                 super::spin::wait(s, budget, rbuf).map(Event::ServerRead)
             }
             _ if self.report_drain
                 && self.to_client.is_empty()
+                && self.to_server.len() < HIGH_WATER
                 && !self.pause_client
                 && !self.shutting_down =>
             {
