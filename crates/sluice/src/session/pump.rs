@@ -125,11 +125,10 @@ fn spare() -> Box<BytesMut> {
 
 /// Keeps an emptied buffer as a spare if it is not too large (else it is freed).
 fn keep_spare(mut b: Box<BytesMut>) {
-    if b.capacity() == 0 || b.capacity() > spare::SPARE_BYTES {
-        return;
-    }
     b.clear();
-    spare::keep(&SPARE, b);
+    if spare::worth_keeping(&mut b) {
+        spare::keep(&SPARE, b);
+    }
 }
 
 impl LazyBuf {
@@ -294,7 +293,9 @@ impl Pump {
                 }
                 if let Ok(n) = r {
                     self.counters.received(n);
-                    self.lone = super::spin::alone(client_id(c));
+                    if n > 0 {
+                        self.lone = super::spin::alone(client_id(c));
+                    }
                 }
                 Some(Event::ClientRead(r))
             }

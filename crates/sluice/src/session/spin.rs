@@ -7,31 +7,44 @@
 //! spins: the core belongs to them.
 
 use crate::stats::counters::{BUSY_POLL_HITS, BUSY_POLL_MISSES};
+use crate::stream::ReadInto;
 use std::io::Read;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
 /// The client that sent a statement last and when (`id << 32 | time in 64 µs units`).
 static LAST: AtomicU64 = AtomicU64::new(0);
 
+/// The time of the last statement of another client than the one that sent the
+/// statements since (set when the client changes; 64 µs units).
+static OTHER: AtomicU32 = AtomicU32::new(0);
+
 /// A client is alone when no other one sent a statement within this.
 const ALONE_NS: u64 = 2_000_000;
 
-/// Time since start in 64 µs units (wraps; only differences are used).
+/// Time since start in 64 µs units (wraps; only differences are used), from 2^16
+/// (4 s) on: the records' initial zeros are long ago.
 fn ticks() -> u32 {
     static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     let start = START.get_or_init(Instant::now);
-    (start.elapsed().as_nanos() >> 16) as u32
+    ((start.elapsed().as_nanos() >> 16) as u32).wrapping_add(1 << 16)
 }
 
 /// Notes a statement from client `id`; whether it is the only client that sent one
-/// lately (it may spin while waiting for its answer and its next statement).
+/// lately (it may spin while waiting for its answer and its next statement): no
+/// statement of another client came in the last 2 ms.
 pub fn alone(id: u32) -> bool {
     let now = ticks();
     let last = LAST.swap((u64::from(id) << 32) | u64::from(now), Ordering::Relaxed);
-    let (who, at) = ((last >> 32) as u32, last as u32);
-    who == id || u64::from(now.wrapping_sub(at)) << 16 > ALONE_NS
+    let at = if (last >> 32) as u32 != id {
+        // Another client sent the statement before this one.
+        OTHER.store(last as u32, Ordering::Relaxed);
+        last as u32
+    } else {
+        OTHER.load(Ordering::Relaxed)
+    };
+    u64::from(now.wrapping_sub(at)) << 16 > ALONE_NS
 }
 
 /// `busy_poll_us`, process-wide (set at start and by a reload).
@@ -51,11 +64,12 @@ pub fn budget() -> Option<Duration> {
 }
 
 /// Watches `tcp` for up to `budget`: what a read found (bytes appended to `buf`, or
-/// 0 at its end), or None when nothing came.
-pub fn wait(
+/// 0 at its end), or None when nothing came. `buf` is asked for only when bytes
+/// came (a session's buffer is made on first use).
+pub fn wait<B: ReadInto + ?Sized>(
     tcp: &TcpStream,
     budget: Duration,
-    buf: &mut bytes::BytesMut,
+    buf: &mut B,
 ) -> Option<std::io::Result<usize>> {
     let sock = socket2::SockRef::from(tcp);
     let mut chunk = [0u8; 4096];
@@ -63,7 +77,9 @@ pub fn wait(
     loop {
         match (&*sock).read(&mut chunk) {
             Ok(n) => {
-                buf.extend_from_slice(&chunk[..n]);
+                if n > 0 {
+                    buf.buf().extend_from_slice(&chunk[..n]);
+                }
                 BUSY_POLL_HITS.fetch_add(1, Ordering::Relaxed);
                 return Some(Ok(n));
             }
@@ -86,16 +102,23 @@ mod tests {
 
     #[test]
     fn a_client_is_alone_until_another_sends() {
-        // Ids no other test uses (the record is process-wide).
-        assert!(alone(9_001) || alone(9_001));
+        // Ids no other test uses (the record is process-wide); whatever came before
+        // is older than 2 ms after this.
+        std::thread::sleep(Duration::from_millis(3));
+        assert!(alone(9_001));
         assert!(alone(9_001), "the same client again");
         assert!(!alone(9_002), "another client sent one just now");
         assert!(!alone(9_001), "and the first one is no longer alone");
+        assert!(
+            !alone(9_001),
+            "nor at its next statement: the other sent one just now"
+        );
         std::thread::sleep(Duration::from_millis(3));
         assert!(
-            alone(9_002),
+            alone(9_001),
             "the other one has been quiet for longer than 2 ms"
         );
+        assert!(!alone(9_002), "but the first one sent one just now");
     }
 
     #[tokio::test]

@@ -43,9 +43,48 @@ pub fn buf() -> BytesMut {
 /// large (a server connection's read buffer between answers).
 pub fn release(buf: &mut BytesMut) {
     if buf.is_empty() && buf.capacity() > 0 {
-        let b = std::mem::take(buf);
-        if b.capacity() <= SPARE_BYTES {
+        let mut b = std::mem::take(buf);
+        if worth_keeping(&mut b) {
             keep(&BUFS, b);
         }
+    }
+}
+
+/// Whether an emptied buffer is worth keeping as a spare: it has room, and its
+/// memory is at most [`SPARE_BYTES`]. (`capacity` counts only the room after what
+/// was consumed: a buffer grown for a large message and read to its end may show
+/// little room while holding all of it; reclaiming more than a spare may hold tells.)
+pub fn worth_keeping(b: &mut BytesMut) -> bool {
+    b.is_empty()
+        && b.capacity() > 0
+        && b.capacity() <= SPARE_BYTES
+        && !b.try_reclaim(SPARE_BYTES + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Buf;
+
+    #[test]
+    fn a_large_buffer_read_to_its_end_is_not_kept() {
+        // Grown for a large message, read to its end: little room shows, all of it is
+        // held.
+        let mut big = BytesMut::with_capacity(1 << 20);
+        big.resize((1 << 20) - 100, 7);
+        big.advance((1 << 20) - 100);
+        assert!(big.capacity() <= SPARE_BYTES);
+        assert!(!worth_keeping(&mut big));
+        // A read buffer that held one answer is kept.
+        let mut small = BytesMut::with_capacity(16 * 1024);
+        small.extend_from_slice(b"one answer");
+        small.advance(10);
+        assert!(worth_keeping(&mut small));
+        release(&mut small);
+        assert_eq!(small.capacity(), 0, "its memory went to the spares");
+        assert!(
+            buf().capacity() >= 16 * 1024 - 10,
+            "and comes back from them"
+        );
     }
 }
