@@ -31,8 +31,8 @@ pub enum Event {
 enum Wrote {
     /// Something for the relay.
     Event(Event),
-    /// Bytes went out to that side: look again.
-    Bytes(Side),
+    /// Bytes went out.
+    Bytes,
 }
 
 /// Who a client is to session/spin.rs: its socket's descriptor (unique among open
@@ -88,8 +88,8 @@ pub struct Pump {
     lone: bool,
     flush_client: bool,
     flush_server: bool,
-    /// End the wait with [`Event::Wrote`] when the queue to the server empties: set
-    /// by the relay while nothing is in flight (the connection may then be let go).
+    /// Nothing is in flight (set by the relay before each wait): a lone client's
+    /// session then watches the client's socket, else the server's.
     pub report_drain: bool,
     /// The session's next timeout (see session/timeouts.rs); only sessions with
     /// timeouts configured ever have a timer. `armed`: its deadline is the one set
@@ -219,10 +219,8 @@ impl Pump {
     }
 
     /// Waits for the next thing to handle. `server`: the held server connection's
-    /// socket and read buffer, if any. Bytes written do not end the wait (the relay
-    /// has nothing to do about them) unless a side's queue emptied while the relay
-    /// asked to hear of it ([`Pump::report_drain`]), Sluice is stopping or the caller
-    /// wants to hear of every write (`every_write`).
+    /// socket and read buffer, if any. `every_write`: the caller waits for an answer
+    /// from a shared connection (no watching of sockets then).
     pub fn poll_io(
         &mut self,
         mut server: Option<(&mut Stream, &mut BytesMut)>,
@@ -237,12 +235,11 @@ impl Pump {
             let s = server.as_mut().map(|(s, b)| (&mut **s, &mut **b));
             match self.poll_once(s, watch, &mut pending, cx) {
                 Some(Wrote::Event(ev)) => return Poll::Ready(ev),
-                Some(Wrote::Bytes(side)) => {
-                    let drained = side == Side::Server && self.to_server.is_empty();
-                    if every_write || self.shutting_down || (self.report_drain && drained) {
-                        return Poll::Ready(Event::Wrote);
-                    }
-                }
+                // Bytes written end the wait: the relay's loop looks at what the
+                // write changed (a connection to let go, a session to end). (Going on
+                // waiting while a request was in flight kept MySQL transaction-mode
+                // connections over the compressed protocol from being let go.)
+                Some(Wrote::Bytes) => return Poll::Ready(Event::Wrote),
                 None => break,
             }
         }
@@ -317,7 +314,7 @@ impl Pump {
                 side,
                 std::io::ErrorKind::WriteZero.into(),
             )),
-            Ok(_) => Wrote::Bytes(side),
+            Ok(_) => Wrote::Bytes,
             Err(e) => Wrote::Event(Event::WriteFailed(side, e)),
         };
         if let Some((stream, rbuf)) = server {
