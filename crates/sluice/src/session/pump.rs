@@ -42,13 +42,6 @@ fn client_id(tcp: &tokio::net::TcpStream) -> u32 {
     tcp.as_raw_fd() as u32
 }
 
-/// Which reads one [`Pump::poll_io`] found pending (their wakers are left).
-#[derive(Default)]
-struct Pending {
-    server: bool,
-    client: bool,
-}
-
 /// Whether Sluice is stopping (`Shared::shutdown`).
 pub type Stop = tokio::sync::watch::Receiver<bool>;
 
@@ -228,20 +221,15 @@ impl Pump {
         every_write: bool,
         cx: &mut Context<'_>,
     ) -> Poll<Event> {
-        // Reads found pending in this call are not polled again after a write: their
-        // wakers are left already.
-        let mut pending = Pending::default();
-        loop {
-            let s = server.as_mut().map(|(s, b)| (&mut **s, &mut **b));
-            match self.poll_once(s, watch, &mut pending, cx) {
-                Some(Wrote::Event(ev)) => return Poll::Ready(ev),
-                // Bytes written end the wait: the relay's loop looks at what the
-                // write changed (a connection to let go, a session to end). (Going on
-                // waiting while a request was in flight kept MySQL transaction-mode
-                // connections over the compressed protocol from being let go.)
-                Some(Wrote::Bytes) => return Poll::Ready(Event::Wrote),
-                None => break,
-            }
+        let s = server.as_mut().map(|(s, b)| (&mut **s, &mut **b));
+        match self.poll_once(s, watch, cx) {
+            Some(Wrote::Event(ev)) => return Poll::Ready(ev),
+            // Bytes written end the wait: the relay's loop looks at what the write
+            // changed (a connection to let go, a session to end). (Going on waiting
+            // while a request was in flight kept MySQL transaction-mode connections
+            // over the compressed protocol from being let go.)
+            Some(Wrote::Bytes) => return Poll::Ready(Event::Wrote),
+            None => {}
         }
         let rest = self.poll_rest(watch, cx);
         // (Not while an answer comes from a shared connection (`every_write`): its
@@ -306,7 +294,6 @@ impl Pump {
         &mut self,
         server: Option<(&mut Stream, &mut BytesMut)>,
         watch: Watch<'_>,
-        pending: &mut Pending,
         cx: &mut Context<'_>,
     ) -> Option<Wrote> {
         let wrote = |r: std::io::Result<usize>, side| match r {
@@ -318,11 +305,10 @@ impl Pump {
             Err(e) => Wrote::Event(Event::WriteFailed(side, e)),
         };
         if let Some((stream, rbuf)) = server {
-            if self.to_client.len() < HIGH_WATER && !pending.server {
+            if self.to_client.len() < HIGH_WATER {
                 if let Poll::Ready(r) = stream.poll_read_grow(cx, rbuf, READ_CHUNK) {
                     return Some(Wrote::Event(Event::ServerRead(r)));
                 }
-                pending.server = true;
                 spare::release(rbuf);
             }
             if !self.to_server.is_empty() {
@@ -363,9 +349,8 @@ impl Pump {
         }
         // While draining, the client may still finish its transaction: keep reading
         // until it is between transactions (the relay then ends the session).
-        if self.to_server.len() < HIGH_WATER && !self.pause_client && !pending.client {
+        if self.to_server.len() < HIGH_WATER && !self.pause_client {
             let Poll::Ready(r) = self.client.poll_read_grow(cx, &mut self.cbuf, READ_CHUNK) else {
-                pending.client = true;
                 return None;
             };
             if watch.home.is_some_and(|h| h.killed()) {
