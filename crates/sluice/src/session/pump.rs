@@ -27,14 +27,6 @@ pub enum Event {
     Timeout,
 }
 
-/// What one pass of [`Pump::poll_io`] over the sockets came to.
-enum Wrote {
-    /// Something for the relay.
-    Event(Event),
-    /// Bytes went out.
-    Bytes,
-}
-
 /// Who a client is to session/spin.rs: its socket's descriptor (unique among open
 /// ones).
 fn client_id(tcp: &tokio::net::TcpStream) -> u32 {
@@ -212,31 +204,25 @@ impl Pump {
     }
 
     /// Waits for the next thing to handle. `server`: the held server connection's
-    /// socket and read buffer, if any. `every_write`: the caller waits for an answer
+    /// socket and read buffer, if any. `muxed`: the caller waits for an answer
     /// from a shared connection (no watching of sockets then).
     pub fn poll_io(
         &mut self,
         mut server: Option<(&mut Stream, &mut BytesMut)>,
         watch: Watch<'_>,
-        every_write: bool,
+        muxed: bool,
         cx: &mut Context<'_>,
     ) -> Poll<Event> {
         let s = server.as_mut().map(|(s, b)| (&mut **s, &mut **b));
-        match self.poll_once(s, watch, cx) {
-            Some(Wrote::Event(ev)) => return Poll::Ready(ev),
-            // Bytes written end the wait: the relay's loop looks at what the write
-            // changed (a connection to let go, a session to end). (Going on waiting
-            // while a request was in flight kept MySQL transaction-mode connections
-            // over the compressed protocol from being let go.)
-            Some(Wrote::Bytes) => return Poll::Ready(Event::Wrote),
-            None => {}
+        if let Some(ev) = self.poll_once(s, watch, cx) {
+            return Poll::Ready(ev);
         }
         let rest = self.poll_rest(watch, cx);
-        // (Not while an answer comes from a shared connection (`every_write`): its
+        // (Not while an answer comes from a shared connection (`muxed`): its
         // task may need this thread.)
         if rest.is_pending()
             && self.lone
-            && !every_write
+            && !muxed
             && let Some(budget) = super::spin::budget()
         {
             return self.spin(server, watch, budget).map_or(rest, Poll::Ready);
@@ -295,19 +281,20 @@ impl Pump {
         server: Option<(&mut Stream, &mut BytesMut)>,
         watch: Watch<'_>,
         cx: &mut Context<'_>,
-    ) -> Option<Wrote> {
+    ) -> Option<Event> {
         let wrote = |r: std::io::Result<usize>, side| match r {
-            Ok(0) => Wrote::Event(Event::WriteFailed(
-                side,
-                std::io::ErrorKind::WriteZero.into(),
-            )),
-            Ok(_) => Wrote::Bytes,
-            Err(e) => Wrote::Event(Event::WriteFailed(side, e)),
+            Ok(0) => Event::WriteFailed(side, std::io::ErrorKind::WriteZero.into()),
+            // Bytes written end the wait: the relay's loop looks at what the write
+            // changed (a connection to let go, a session to end; going on waiting
+            // while a request was in flight kept MySQL transaction-mode connections
+            // over the compressed protocol from being let go).
+            Ok(_) => Event::Wrote,
+            Err(e) => Event::WriteFailed(side, e),
         };
         if let Some((stream, rbuf)) = server {
             if self.to_client.len() < HIGH_WATER {
                 if let Poll::Ready(r) = stream.poll_read_grow(cx, rbuf, READ_CHUNK) {
-                    return Some(Wrote::Event(Event::ServerRead(r)));
+                    return Some(Event::ServerRead(r));
                 }
                 spare::release(rbuf);
             }
@@ -323,7 +310,7 @@ impl Pump {
                 match Pin::new(&mut *stream).poll_flush(cx) {
                     Poll::Ready(Ok(())) => self.flush_server = false,
                     Poll::Ready(Err(e)) => {
-                        return Some(Wrote::Event(Event::WriteFailed(Side::Server, e)));
+                        return Some(Event::WriteFailed(Side::Server, e));
                     }
                     Poll::Pending => {}
                 }
@@ -342,7 +329,7 @@ impl Pump {
             match Pin::new(&mut self.client).poll_flush(cx) {
                 Poll::Ready(Ok(())) => self.flush_client = false,
                 Poll::Ready(Err(e)) => {
-                    return Some(Wrote::Event(Event::WriteFailed(Side::Client, e)));
+                    return Some(Event::WriteFailed(Side::Client, e));
                 }
                 Poll::Pending => {}
             }
@@ -357,7 +344,7 @@ impl Pump {
                 // KILL CLIENT: what the client sent after it is not run (its socket,
                 // shut for reading, may still have handed it over).
                 self.cbuf.clear();
-                return Some(Wrote::Event(Event::ClientRead(Ok(0))));
+                return Some(Event::ClientRead(Ok(0)));
             }
             if let Ok(n) = r {
                 self.counters.received(n);
@@ -365,7 +352,7 @@ impl Pump {
                     self.lone = super::spin::alone(client_id(self.client.tcp()));
                 }
             }
-            return Some(Wrote::Event(Event::ClientRead(r)));
+            return Some(Event::ClientRead(r));
         }
         None
     }
