@@ -57,11 +57,37 @@ impl Judging {
     fn set_next(&mut self, p: Option<Pending>) {
         match (&mut self.queue, p) {
             (Some(q), p) => q.next = p,
-            (None, Some(p)) => self.queue.get_or_insert_default().next = Some(p),
+            (None, Some(p)) => {
+                let mut q = crate::stream::spare::take(&QUEUES).unwrap_or_default();
+                q.next = Some(p);
+                self.queue = Some(q);
+            }
             (None, None) => {}
         }
     }
+
+    /// The session's digest queue goes to the thread's spares (emptied, its room kept).
+    fn drop_queue(&mut self) {
+        if let Some(mut q) = self.queue.take() {
+            q.next = None;
+            q.wait.clear();
+            if q.wait.capacity() <= QUEUE_ROOM {
+                crate::stream::spare::keep(&QUEUES, q);
+            }
+        }
+    }
 }
+
+thread_local! {
+    /// Digest queues a thread keeps for its sessions' next statements: a session's
+    /// queue lives only while it has statements in flight.
+    #[allow(clippy::vec_box)]
+    static QUEUES: std::cell::RefCell<Vec<Box<Queue>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A spare queue keeps room for at most this many statements in flight.
+const QUEUE_ROOM: usize = 64;
 
 /// A rule's timeout for the statement judged last (PostgreSQL: the clock cancels it;
 /// MariaDB gets it as max_statement_time in the statement's text), and the cluster a
@@ -326,7 +352,7 @@ impl<C: PoolConn> Core<C> {
     /// Nothing sent before is counted in a digest any more (the session was reset).
     pub fn forget_digests(&mut self) {
         if let Some(j) = self.judging.as_deref_mut() {
-            j.queue = None;
+            j.drop_queue();
         }
     }
 
@@ -405,7 +431,7 @@ pub fn rest<C: PoolConn>(core: &mut Core<C>) {
             .as_ref()
             .is_some_and(|q| q.next.is_none() && q.wait.is_empty())
     {
-        j.queue = None;
+        j.drop_queue();
     }
 }
 
