@@ -4,7 +4,9 @@
 
 mod compressed;
 pub mod spare;
+mod tls;
 pub use compressed::compress;
+pub use tls::{Acceptor, ServerTls};
 
 use std::io;
 use std::pin::Pin;
@@ -14,7 +16,7 @@ use tokio::net::TcpStream;
 
 pub enum Stream {
     Plain(TcpStream),
-    TlsServer(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    TlsServer(Box<ServerTls>),
     TlsClient(Box<tokio_rustls::client::TlsStream<TcpStream>>),
     /// MySQL's compressed protocol over a plain or TLS stream.
     Compressed(Box<compressed::Compressed>),
@@ -39,7 +41,7 @@ impl Stream {
     /// Reads into `buf`, growing it by `chunk` when it has less than 1 KiB free. A plain
     /// socket is first waited on without a buffer, so that a connection with nothing to
     /// read holds no buffer memory (the caller may drop an empty buffer while it waits);
-    /// TLS reads go through rustls, which keeps its own buffer anyway.
+    /// a client's TLS connection makes it only once it has application bytes.
     pub fn poll_read_grow<B: ReadInto + ?Sized>(
         &mut self,
         cx: &mut Context<'_>,
@@ -65,7 +67,8 @@ impl Stream {
                 }
             },
             Stream::Compressed(c) => c.poll_read_grow(cx, buf.buf(), chunk),
-            _ => {
+            Stream::TlsServer(s) => s.poll_read_grow(cx, buf, chunk),
+            Stream::TlsClient(_) => {
                 let buf = buf.buf();
                 grow(buf);
                 tokio_util::io::poll_read_buf(Pin::new(self), cx, buf)
@@ -76,7 +79,7 @@ impl Stream {
     pub fn tcp(&self) -> &TcpStream {
         match self {
             Stream::Plain(s) => s,
-            Stream::TlsServer(s) => s.get_ref().0,
+            Stream::TlsServer(s) => s.tcp(),
             Stream::TlsClient(s) => s.get_ref().0,
             Stream::Compressed(c) => c.inner.tcp(),
         }
@@ -183,7 +186,7 @@ impl AsyncRead for Stream {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Stream::TlsServer(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Stream::TlsServer(s) => s.poll_read(cx, buf),
             Stream::TlsClient(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
             Stream::Compressed(c) => c.poll_read(cx, buf),
         }
@@ -198,7 +201,7 @@ impl AsyncWrite for Stream {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Stream::TlsServer(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Stream::TlsServer(s) => s.poll_write(cx, buf),
             Stream::TlsClient(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
             Stream::Compressed(c) => c.poll_write(cx, buf),
         }
@@ -207,7 +210,7 @@ impl AsyncWrite for Stream {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_flush(cx),
-            Stream::TlsServer(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Stream::TlsServer(s) => s.poll_flush(cx),
             Stream::TlsClient(s) => Pin::new(s.as_mut()).poll_flush(cx),
             Stream::Compressed(c) => c.poll_flush(cx),
         }
@@ -216,7 +219,7 @@ impl AsyncWrite for Stream {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Stream::TlsServer(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Stream::TlsServer(s) => s.poll_shutdown(cx),
             Stream::TlsClient(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
             Stream::Compressed(c) => c.poll_shutdown(cx),
         }

@@ -27,7 +27,7 @@ fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
 }
 
 /// Server-side (towards clients) TLS from a PEM certificate chain and key.
-pub fn acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor> {
+pub fn acceptor(cert: &Path, key: &Path) -> Result<crate::stream::Acceptor> {
     let chain = certs(cert)?;
     let data = std::fs::read(key).with_context(|| format!("reading {}", key.display()))?;
     let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut &data[..])
@@ -37,7 +37,7 @@ pub fn acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor> {
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
         .with_single_cert(chain, key)?;
-    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(cfg)))
+    Ok(crate::stream::Acceptor::new(Arc::new(cfg)))
 }
 
 /// Accepts any server certificate: libpq's `sslmode=require` (encryption without

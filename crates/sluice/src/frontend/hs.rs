@@ -22,7 +22,7 @@ use tokio::net::TcpStream;
 pub struct HsCtx {
     pub cfg: HsListener,
     /// TLS from the first byte, when the listener has a certificate.
-    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    pub tls: Option<crate::stream::Acceptor>,
     pub kv: Arc<Kv>,
     pub clients: AtomicUsize,
 }

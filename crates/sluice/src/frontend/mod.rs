@@ -43,7 +43,7 @@ pub async fn admit_then_relay<S, C, A, R>(
 /// What a frontend needs to know about the listener a client came in on.
 pub struct ListenerCtx {
     pub cfg: std::sync::Arc<sluice_config::Listener>,
-    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    pub tls: Option<crate::stream::Acceptor>,
     pub clients: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// What the MySQL frontend's clients share, the same for every MySQL listener.
     pub mysql: std::sync::Arc<mysql::SharedState>,
