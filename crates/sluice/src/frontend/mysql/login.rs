@@ -168,6 +168,8 @@ pub(super) async fn finish(
     );
     // (KILL finds the client's user and socket in its book line.)
     let kill = ctx.mysql.clients.register(a.id, client.info.clone());
+    // Read once from the socket, for the client book (system call per login saved).
+    let peer = client.info.addr.map(|a| a.ip());
     let mut seat = Seat {
         client: Some(client),
         mode: plan.mode,
@@ -181,7 +183,7 @@ pub(super) async fn finish(
             &shared.my.rules,
             &names,
             &ctx.cfg,
-            c.stream.tcp().peer_addr().ok().map(|a| a.ip()),
+            peer,
         ),
     };
     if seat.mode == PoolMode::Transaction

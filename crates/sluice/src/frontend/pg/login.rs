@@ -258,6 +258,8 @@ pub async fn login(
         }
         return None;
     }
+    // Read once from the socket, for the client book (system call per login saved).
+    let peer = client.info.addr.map(|a| a.ip());
     let mut seat = Seat {
         client: Some(client),
         mode: plan.mode,
@@ -271,7 +273,7 @@ pub async fn login(
             &shared.pg.rules,
             &names,
             &ctx.cfg,
-            c.stream.tcp().peer_addr().ok().map(|a| a.ip()),
+            peer,
         ),
     };
     if seat.mode == PoolMode::Transaction
