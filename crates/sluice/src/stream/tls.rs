@@ -7,8 +7,10 @@
 
 use super::spare;
 use bytes::{Buf, BytesMut};
-use rustls::server::UnbufferedServerConnection;
-use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, InsufficientSizeError};
+use rustls::server::{ServerConnectionData, UnbufferedServerConnection};
+use rustls::unbuffered::{
+    ConnectionState, EncodeError, EncryptError, InsufficientSizeError, WriteTraffic,
+};
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -67,6 +69,13 @@ pub struct ServerTls {
     /// The connection failed (a bad record, a handshake that could not agree).
     failed: Option<io::ErrorKind>,
 }
+
+/// Writes a record for [`WriteTraffic`] into the buffer given: `Err(Some(n))` when it
+/// needs `n` bytes.
+type Writer<'a> = &'a mut dyn FnMut(
+    &mut WriteTraffic<'_, ServerConnectionData>,
+    &mut [u8],
+) -> Result<usize, Option<usize>>;
 
 /// Where processing the records read so far stopped.
 #[derive(PartialEq)]
@@ -147,11 +156,17 @@ impl ServerTls {
     /// ends the connection: rustls's alert for it is sent if the socket takes it at
     /// once, and every later call answers the same error.
     fn process(&mut self) -> io::Result<Next> {
+        self.process_with(None)
+    }
+
+    /// [`ServerTls::process`], and once application data may be sent, `write` (a
+    /// writer and the length of what it writes) writes its record into `outgoing`.
+    fn process_with(&mut self, mut write: Option<(Writer<'_>, usize)>) -> io::Result<Next> {
         if let Some(kind) = self.failed {
             return Err(kind.into());
         }
         loop {
-            let (discard, step) = self.step();
+            let (discard, step) = self.step(&mut write);
             self.incoming.advance(discard);
             match step {
                 Ok(None) => {}
@@ -163,7 +178,10 @@ impl ServerTls {
 
     /// One state of rustls's machine handled: the bytes of `incoming` to discard, and
     /// where processing stopped (None: go on).
-    fn step(&mut self) -> (usize, io::Result<Option<Next>>) {
+    fn step(
+        &mut self,
+        write: &mut Option<(Writer<'_>, usize)>,
+    ) -> (usize, io::Result<Option<Next>>) {
         let Self {
             conn,
             incoming,
@@ -207,7 +225,14 @@ impl ServerTls {
             }
             ConnectionState::Closed => Ok(Some(Next::Closed)),
             ConnectionState::BlockedHandshake => Ok(Some(Next::Blocked)),
-            ConnectionState::WriteTraffic(_) => Ok(Some(Next::Write)),
+            ConnectionState::WriteTraffic(mut w) => match write.take() {
+                Some((f, len)) => {
+                    // A record's header, tag and content type, per 16 KiB.
+                    let size = len + (len / 16384 + 1) * 64;
+                    append(outgoing, size, |b| f(&mut w, b)).map(|()| Some(Next::Write))
+                }
+                None => Ok(Some(Next::Write)),
+            },
             // Early data is never accepted (max_early_data_size is 0).
             _ => Err(io::Error::other("unexpected TLS state")),
         };
@@ -390,7 +415,10 @@ impl ServerTls {
             return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
         }
         let data = &data[..data.len().min(WRITE_CHUNK)];
-        self.encrypt(|w, b| w.encrypt(data, b).map_err(encrypt_needs), data.len())?;
+        self.encrypt(
+            &mut |w, b| w.encrypt(data, b).map_err(encrypt_needs),
+            data.len(),
+        )?;
         if let Poll::Ready(Err(e)) = self.poll_send(cx) {
             return Poll::Ready(Err(e));
         }
@@ -398,38 +426,12 @@ impl ServerTls {
     }
 
     /// Writes an application-data record (or an alert) with `f` into `outgoing`.
-    fn encrypt(
-        &mut self,
-        mut f: impl FnMut(
-            &mut rustls::unbuffered::WriteTraffic<'_, rustls::server::ServerConnectionData>,
-            &mut [u8],
-        ) -> Result<usize, Option<usize>>,
-        len: usize,
-    ) -> io::Result<()> {
-        match self.process()? {
-            Next::Write => {}
-            Next::Blocked => return Err(io::Error::other("TLS handshake not finished")),
-            Next::Closed => return Err(io::ErrorKind::BrokenPipe.into()),
+    fn encrypt(&mut self, f: Writer<'_>, len: usize) -> io::Result<()> {
+        match self.process_with(Some((f, len)))? {
+            Next::Write => Ok(()),
+            Next::Blocked => Err(io::Error::other("TLS handshake not finished")),
+            Next::Closed => Err(io::ErrorKind::BrokenPipe.into()),
         }
-        let Self {
-            conn,
-            incoming,
-            outgoing,
-            ..
-        } = self;
-        let status = conn.process_tls_records(&mut incoming[..]);
-        let discard = status.discard;
-        let done = match status.state {
-            Ok(ConnectionState::WriteTraffic(mut w)) => {
-                // A record's header, tag and content type, per 16 KiB.
-                let size = len + (len / 16384 + 1) * 64;
-                append(outgoing, size, |b| f(&mut w, b))
-            }
-            Ok(_) => Err(io::Error::other("unexpected TLS state")),
-            Err(e) => Err(tls_error(e)),
-        };
-        incoming.advance(discard);
-        done.map_err(|e| self.fail(e))
     }
 
     pub fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -440,7 +442,10 @@ impl ServerTls {
         if !self.closing {
             self.closing = true;
             // Best effort: a client that has gone gets no close_notify.
-            let _ = self.encrypt(|w, b| w.queue_close_notify(b).map_err(encrypt_needs), 0);
+            let _ = self.encrypt(
+                &mut |w, b| w.queue_close_notify(b).map_err(encrypt_needs),
+                0,
+            );
         }
         ready!(self.poll_send(cx))?;
         Pin::new(&mut self.io).poll_shutdown(cx)
