@@ -434,7 +434,11 @@ impl ServerTls {
         }
     }
 
+    /// A failed connection has lost what it held unsent: a flush says so.
     pub fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if let Some(kind) = self.failed {
+            return Poll::Ready(Err(kind.into()));
+        }
         self.poll_send(cx)
     }
 
@@ -448,7 +452,11 @@ impl ServerTls {
             );
         }
         ready!(self.poll_send(cx))?;
-        Pin::new(&mut self.io).poll_shutdown(cx)
+        ready!(Pin::new(&mut self.io).poll_shutdown(cx))?;
+        Poll::Ready(match self.failed {
+            Some(kind) => Err(kind.into()),
+            None => Ok(()),
+        })
     }
 }
 

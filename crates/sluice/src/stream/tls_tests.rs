@@ -149,6 +149,11 @@ async fn a_bad_record_fails_the_connection_and_stays_failed() {
     assert_eq!(alert[0], 0x17, "an encrypted alert record");
     assert!(server.read(&mut b).await.is_err());
     assert!(server.write_all(b"x").await.is_err());
+    assert!(
+        server.flush().await.is_err(),
+        "what was unsent is lost: a flush says so"
+    );
+    assert!(server.shutdown().await.is_err());
     let Stream::TlsServer(s) = &server else {
         unreachable!()
     };
