@@ -62,7 +62,7 @@ impl Kind {
         !matches!(self, Kind::Select | Kind::Show)
     }
 
-    fn of_first_word(w: &Token<'_>) -> Option<Kind> {
+    pub(crate) fn of_first_word(w: &Token<'_>) -> Option<Kind> {
         const WORDS: &[(&str, Kind)] = &[
             ("select", Kind::Select),
             ("values", Kind::Select),
@@ -237,7 +237,14 @@ pub fn shape(sql: &[u8], dialect: Dialect) -> Shape {
     BUF.with(|b| {
         let mut out = b.borrow_mut();
         out.clear();
-        let (kind, several) = scan(sql, dialect, &mut out, None);
+        // Most statements take the one-pass path; the rest the token scanner.
+        let (kind, several) = match crate::quick::digest(sql, dialect, &mut out) {
+            Some(found) => found,
+            None => {
+                out.clear();
+                scan(sql, dialect, &mut out, None)
+            }
+        };
         let key = xxhash_rust::xxh3::xxh3_128(&out);
         if out.capacity() > 64 * 1024 {
             // One huge statement must not keep its buffer.
@@ -269,6 +276,15 @@ pub fn facts(sql: &[u8], dialect: Dialect) -> Facts {
         several,
         kinds,
     }
+}
+
+/// The token scanner's digest text (bytes), kind and several, for tests of the
+/// one-pass path.
+#[cfg(test)]
+pub(crate) fn scanned(sql: &[u8], dialect: Dialect) -> (Vec<u8>, Kind, bool) {
+    let mut out = Vec::new();
+    let (kind, several) = scan(sql, dialect, &mut out, None);
+    (out, kind, several)
 }
 
 /// The table-name reader's state (and the kinds of the statements inside).

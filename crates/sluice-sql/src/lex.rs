@@ -199,8 +199,8 @@ fn memfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// Byte classes, looked up once per byte: the scanner runs on every statement.
-const WORD: u8 = 1;
-const SPACE: u8 = 2;
+pub(crate) const WORD: u8 = 1;
+pub(crate) const SPACE: u8 = 2;
 const CLASSES: [u8; 256] = {
     let mut t = [0u8; 256];
     let mut c = 0;
@@ -217,12 +217,12 @@ const CLASSES: [u8; 256] = {
     t
 };
 
-fn class(c: u8) -> u8 {
+pub(crate) fn class(c: u8) -> u8 {
     CLASSES[usize::from(c)]
 }
 
 /// How many bytes at the start of `s` are of class `of`.
-fn run(s: &[u8], of: u8) -> usize {
+pub(crate) fn run(s: &[u8], of: u8) -> usize {
     s.iter()
         .position(|&c| class(c) & of == 0)
         .unwrap_or(s.len())

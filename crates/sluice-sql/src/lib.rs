@@ -11,6 +11,7 @@ mod effects_my;
 mod facts;
 mod lex;
 mod prehashed;
+mod quick;
 pub mod session_id;
 pub mod signal;
 

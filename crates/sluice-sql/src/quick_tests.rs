@@ -1,0 +1,150 @@
+use super::*;
+use crate::facts::scanned;
+use proptest::prelude::*;
+
+fn quick(sql: &str, dialect: Dialect) -> Option<(String, Kind, bool)> {
+    let mut out = Vec::new();
+    let (kind, several) = digest(sql.as_bytes(), dialect, &mut out)?;
+    Some((String::from_utf8(out).unwrap(), kind, several))
+}
+
+/// Whatever the one-pass path accepts, it digests as the token scanner does.
+fn agrees(sql: &[u8], dialect: Dialect) -> Result<bool, TestCaseError> {
+    let mut out = Vec::new();
+    let Some((kind, several)) = digest(sql, dialect, &mut out) else {
+        return Ok(false);
+    };
+    let (want, want_kind, want_several) = scanned(sql, dialect);
+    prop_assert_eq!(
+        (&out, kind, several),
+        (&want, want_kind, want_several),
+        "{:?} ({:?})",
+        String::from_utf8_lossy(sql),
+        dialect
+    );
+    Ok(true)
+}
+
+#[test]
+fn plain_statements_take_the_one_pass_path() {
+    let pg = [
+        (
+            "SELECT c FROM sluice_bench WHERE id = 4242",
+            "SELECT c FROM sluice_bench WHERE id = ?",
+        ),
+        (
+            "SELECT abalance FROM pgbench_accounts WHERE aid = 12",
+            "SELECT abalance FROM pgbench_accounts WHERE aid = ?",
+        ),
+        (
+            "UPDATE pgbench_accounts SET abalance = abalance + -1795 WHERE aid = 8;x",
+            "",
+        ),
+        (
+            "INSERT INTO t (a, b) VALUES (1, 'it''s')",
+            "INSERT INTO t (a, b) VALUES (?, ?)",
+        ),
+        (
+            "select x::int, y<=2 from s.t",
+            "select x :: int, y <= ? from s.t",
+        ),
+        ("select f(1), g()", "select f(?), g()"),
+        ("  ", ""),
+    ];
+    for (sql, want) in pg {
+        match quick(sql, Dialect::Postgres) {
+            Some((text, _, several)) => {
+                assert_eq!(text, want, "{sql}");
+                assert!(!several);
+            }
+            None => assert!(sql.contains(';'), "{sql} took the scanner"),
+        }
+        agrees(sql.as_bytes(), Dialect::Postgres).unwrap();
+    }
+    let my = [
+        (
+            "SELECT c FROM sbtest1 WHERE id=5003",
+            "SELECT c FROM sbtest1 WHERE id = ?",
+        ),
+        (
+            "SELECT c FROM `sbtest1` WHERE id=? AND k = 'a\\'b'",
+            "SELECT c FROM `sbtest1` WHERE id = ? AND k = ?",
+        ),
+        ("select @a := \"s\", @@version", "select @a := ?, @@version"),
+    ];
+    for (sql, want) in my {
+        assert_eq!(
+            quick(sql, Dialect::MySql).map(|q| q.0).as_deref(),
+            Some(want)
+        );
+        agrees(sql.as_bytes(), Dialect::MySql).unwrap();
+    }
+    assert_eq!(
+        quick("SELECT 1", Dialect::MySql).map(|q| q.1),
+        Some(Kind::Select)
+    );
+    assert_eq!(
+        quick("1 select", Dialect::MySql).map(|q| q.1),
+        Some(Kind::Other)
+    );
+    assert_eq!(quick("", Dialect::MySql).map(|q| q.1), Some(Kind::Other));
+}
+
+#[test]
+fn what_needs_the_scanner_is_left_to_it() {
+    for sql in [
+        "select 1; select 2",
+        "select a from t where x in (1, 2)",
+        "WITH x AS (SELECT 1) SELECT * FROM x",
+        "select $1",
+        "select $q$ a $q$",
+        "select 1 -- c",
+        "/* c */ select 1",
+        "select \"Name\" from t",
+        "select E'\\n'",
+        "select 'open",
+    ] {
+        assert_eq!(quick(sql, Dialect::Postgres), None, "{sql}");
+    }
+    for sql in [
+        "select 1 # c",
+        "/*! select */ 1",
+        "select `open",
+        "select 'a\\",
+    ] {
+        assert_eq!(quick(sql, Dialect::MySql), None, "{sql}");
+    }
+}
+
+/// Pieces of statements, the tricky ones included.
+fn piece() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec![
+        "select", "SELECT", "from", "t", "x_1", "in", "IN", "with", "e", "E", "é", "a$b", "1",
+        "1.5", "0x1F", "1e5", "'a'", "'it''s'", "'a\\'b'", "'", "\"q\"", "\"", "`n`", "`a``b`",
+        "`", "(", ")", ",", ".", "=", "<", ">", "?", "*", "-", "/", "#", "@", ":", ";", "$", "$1",
+        "--", "-- ", "/*", "*/", "/*!", "\\", " ", "  ", "\n", "\t", "", "\x0b", "e'",
+    ])
+}
+
+proptest! {
+    #[test]
+    fn the_one_pass_path_agrees_with_the_scanner(pieces in prop::collection::vec(piece(), 0..24), glue in prop::collection::vec(prop::bool::ANY, 24)) {
+        let mut sql = String::new();
+        for (i, p) in pieces.iter().enumerate() {
+            sql.push_str(p);
+            if glue[i] {
+                sql.push(' ');
+            }
+        }
+        for dialect in [Dialect::Postgres, Dialect::MySql] {
+            agrees(sql.as_bytes(), dialect)?;
+        }
+    }
+
+    #[test]
+    fn any_bytes_agree(s in proptest::collection::vec(any::<u8>(), 0..60)) {
+        for dialect in [Dialect::Postgres, Dialect::MySql] {
+            agrees(&s, dialect)?;
+        }
+    }
+}
