@@ -135,16 +135,22 @@ fn plain_piece() -> impl Strategy<Value = &'static str> {
     ])
 }
 
+/// The pieces in order, each followed by a space where `glue` says so.
+fn joined(pieces: &[&str], glue: &[bool]) -> String {
+    let mut sql = String::new();
+    for (p, space) in pieces.iter().zip(glue) {
+        sql.push_str(p);
+        if *space {
+            sql.push(' ');
+        }
+    }
+    sql
+}
+
 proptest! {
     #[test]
     fn plain_texts_take_the_one_pass_path_and_agree(pieces in prop::collection::vec(plain_piece(), 0..24), glue in prop::collection::vec(prop::bool::ANY, 24)) {
-        let mut sql = String::new();
-        for (i, p) in pieces.iter().enumerate() {
-            sql.push_str(p);
-            if glue[i] {
-                sql.push(' ');
-            }
-        }
+        let sql = joined(&pieces, &glue);
         // (MySQL takes `"q"` as a string; PostgreSQL's quoted names go to the scanner.)
         prop_assert!(agrees(sql.as_bytes(), Dialect::MySql)?, "{:?} not taken", sql);
         agrees(sql.as_bytes(), Dialect::Postgres)?;
@@ -152,13 +158,7 @@ proptest! {
 
     #[test]
     fn the_one_pass_path_agrees_with_the_scanner(pieces in prop::collection::vec(piece(), 0..24), glue in prop::collection::vec(prop::bool::ANY, 24)) {
-        let mut sql = String::new();
-        for (i, p) in pieces.iter().enumerate() {
-            sql.push_str(p);
-            if glue[i] {
-                sql.push(' ');
-            }
-        }
+        let sql = joined(&pieces, &glue);
         for dialect in [Dialect::Postgres, Dialect::MySql] {
             agrees(sql.as_bytes(), dialect)?;
         }
