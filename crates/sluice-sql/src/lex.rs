@@ -154,24 +154,7 @@ impl<'a> Tokens<'a> {
     }
 
     fn quoted(&mut self, q: u8, backslash: bool) -> usize {
-        let s = self.s;
-        self.i += 1;
-        while self.i < s.len() {
-            let c = s[self.i];
-            if backslash && c == b'\\' {
-                self.i += 2;
-                continue;
-            }
-            self.i += 1;
-            if c == q {
-                if self.i < s.len() && s[self.i] == q {
-                    self.i += 1;
-                    continue;
-                }
-                break;
-            }
-        }
-        self.i = self.i.min(s.len());
+        self.i = quoted_end(self.s, self.i, q, backslash).unwrap_or(self.s.len());
         self.i
     }
 
@@ -192,6 +175,28 @@ impl<'a> Tokens<'a> {
         self.i = end;
         Some(end)
     }
+}
+
+/// The end of the quoted run starting at `i` (quote `q`; a doubled quote stays inside,
+/// and with `backslash` a backslash escapes the next byte), or None if it is not closed.
+pub(crate) fn quoted_end(s: &[u8], mut i: usize, q: u8, backslash: bool) -> Option<usize> {
+    i += 1;
+    while i < s.len() {
+        let c = s[i];
+        if backslash && c == b'\\' {
+            i += 2;
+            continue;
+        }
+        i += 1;
+        if c == q {
+            if s.get(i) == Some(&q) {
+                i += 1;
+                continue;
+            }
+            return Some(i);
+        }
+    }
+    None
 }
 
 fn memfind(hay: &[u8], needle: &[u8]) -> Option<usize> {

@@ -7,7 +7,7 @@
 //! `quick_tests.rs` checks both agree on every text this accepts.
 
 use crate::facts::Kind;
-use crate::lex::{Dialect, SPACE, Token, WORD, class, run};
+use crate::lex::{Dialect, SPACE, Token, WORD, class, quoted_end, run};
 
 /// What the previous token was, for the spacing rules (the scanner's `last`).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -64,11 +64,11 @@ pub(crate) fn digest(sql: &[u8], dialect: Dialect, out: &mut Vec<u8>) -> Option<
                 (b'#', _) if my => return None,
                 (b'"', _) if !my => return None,
                 (b'\'', _) | (b'"', _) => {
-                    i = string(sql, i, c, my)?;
+                    i = quoted_end(sql, i, c, my)?;
                     value = true;
                 }
                 (b'`', _) if my => {
-                    i = string(sql, i, c, false)?;
+                    i = quoted_end(sql, i, c, false)?;
                 }
                 (b'?', _) => {
                     i += 1;
@@ -105,28 +105,6 @@ pub(crate) fn digest(sql: &[u8], dialect: Dialect, out: &mut Vec<u8>) -> Option<
         };
     }
     Some((kind.unwrap_or(Kind::Other), false))
-}
-
-/// The end of the quoted run starting at `i` (quote `q`; a doubled quote stays inside,
-/// and with `backslash` a backslash escapes the next byte), or None if it is not closed.
-fn string(s: &[u8], mut i: usize, q: u8, backslash: bool) -> Option<usize> {
-    i += 1;
-    while i < s.len() {
-        let c = s[i];
-        if backslash && c == b'\\' {
-            i += 2;
-            continue;
-        }
-        i += 1;
-        if c == q {
-            if s.get(i) == Some(&q) {
-                i += 1;
-                continue;
-            }
-            return Some(i);
-        }
-    }
-    None
 }
 
 #[cfg(test)]
