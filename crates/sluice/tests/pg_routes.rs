@@ -197,6 +197,18 @@ async fn two_primaries_get_no_writes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_losing_its_server_wakes_the_checker() {
+    checker_woken(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_login_wakes_the_checker() {
+    checker_woken(false).await;
+}
+
+/// The checker (every 30 s) learns that the primary is gone from what a client meets:
+/// a session losing its server connection (`session`), or a login whose connection
+/// the server refuses.
+async fn checker_woken(session: bool) {
     let mut primary = PgServer::start().expect("primary");
     let pw = primary.password().to_owned();
     // Checks every 30 s: only the wake-up can notice the kill within the test.
@@ -206,15 +218,20 @@ async fn a_session_losing_its_server_wakes_the_checker() {
     let h = sluice(&text).await;
     let rw = addr(&h, "rw");
     eventually(rw, &pw, |_, _| true).await;
-    let c = connect(rw, "postgres", &pw, "postgres").await.unwrap();
+    let c = match session {
+        true => Some(connect(rw, "postgres", &pw, "postgres").await.unwrap()),
+        false => None,
+    };
     primary.kill();
     // The client's next statement meets the dead server connection (however Sluice
     // learns it: a read of EOF, a failed write).
-    assert!(c.simple_query("select 1").await.is_err());
+    if let Some(c) = c {
+        assert!(c.simple_query("select 1").await.is_err());
+    }
     // Known down well before the next interval (30 s): the client waits for a primary
     // (wait_timeout), it is not sent to a dead server. (The woken check may take a
-    // moment on a loaded machine: until then a login meets the dead server, 08006;
-    // 15 s is still half the interval.)
+    // moment on a loaded machine: until then a login meets the dead server, 08006,
+    // and wakes the checker again; 15 s is still half the interval.)
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     let e = loop {
         let e = lands_on(rw, &pw).await.unwrap_err();

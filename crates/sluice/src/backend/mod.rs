@@ -28,6 +28,10 @@ pub struct Target {
     pub budget_wait: Duration,
     /// The pool's `query_timeout`, where the server enforces it itself (MySQL).
     pub statement_timeout: Option<Duration>,
+    /// Woken when a connection cannot be opened (refused, timed out): the server's
+    /// health checker, which looks at once rather than at its next interval. (None
+    /// for the checker's own connections.)
+    pub unreachable: Option<std::sync::Arc<tokio::sync::Notify>>,
 }
 
 impl Target {
@@ -50,6 +54,7 @@ impl Target {
             budget: None,
             budget_wait: connect_timeout,
             statement_timeout: None,
+            unreachable: None,
         }
     }
 
@@ -201,10 +206,18 @@ pub use crate::pool::LoginError;
 /// TCP connect with the target's timeout; Nagle off.
 pub async fn connect_tcp(t: &Target) -> Result<TcpStream> {
     let addr = t.addr();
-    let tcp = tokio::time::timeout(t.connect_timeout, TcpStream::connect(&addr))
-        .await
-        .map_err(|_| Error::server_gone(format!("connecting to {addr} timed out")))?
-        .map_err(|e| Error::server_gone(format!("could not connect to server {addr}: {e}")))?;
+    let tcp = match tokio::time::timeout(t.connect_timeout, TcpStream::connect(&addr)).await {
+        Ok(Ok(tcp)) => tcp,
+        failed => {
+            if let Some(checker) = &t.unreachable {
+                checker.notify_one();
+            }
+            return Err(Error::server_gone(match failed {
+                Ok(Err(e)) => format!("could not connect to server {addr}: {e}"),
+                _ => format!("connecting to {addr} timed out"),
+            }));
+        }
+    };
     let _ = tcp.set_nodelay(true);
     Ok(tcp)
 }

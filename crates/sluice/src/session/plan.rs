@@ -129,6 +129,9 @@ pub(super) fn target_for(
     );
     target.budget = shared.budgets.load().get(&server.name).cloned();
     target.budget_wait = want.wait;
+    // A client's connection that cannot be opened says the server may be gone as
+    // plainly as a session that lost its one.
+    target.unreachable = shared.topology.waker(&target.addr());
     target
 }
 
