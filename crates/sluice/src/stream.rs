@@ -3,6 +3,7 @@
 //! ([`compressed`]).
 
 mod compressed;
+pub mod polls;
 pub mod spare;
 mod tls;
 pub use compressed::compress;

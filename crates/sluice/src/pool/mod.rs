@@ -449,6 +449,9 @@ impl<C: PoolConn> Pool<C> {
 
     fn leased(self: &Arc<Self>, conn: C) -> Lease<C> {
         self.leases.fetch_add(1, Ordering::Relaxed);
+        // What the task that takes it learnt about other sockets in this poll does not
+        // hold for this one.
+        crate::stream::polls::bump();
         Lease {
             conn,
             slot: Slot {

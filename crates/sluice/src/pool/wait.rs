@@ -86,6 +86,7 @@ impl<C: PoolConn> Pool<C> {
         };
         let conn = C::open(&op).await?;
         self.leases.fetch_add(1, Ordering::Relaxed);
+        crate::stream::polls::bump();
         Ok(Lease { conn, slot })
     }
 

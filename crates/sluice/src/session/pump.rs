@@ -83,6 +83,9 @@ pub struct Pump {
     armed: bool,
     /// The listener's counters: bytes from and to the client are counted here.
     counters: Arc<crate::stats::counters::ListenerCounters>,
+    /// The poll of this task (`crate::stream::polls`) in which the server's read last
+    /// came back `Pending` (0: none): not asked again within it.
+    server_quiet: u64,
 }
 
 /// A byte buffer that costs one pointer while it holds nothing: it dereferences to a
@@ -181,6 +184,7 @@ impl Pump {
             timer: None,
             armed: false,
             counters: shared.counters.listener(listener),
+            server_quiet: 0,
         }
     }
 
@@ -246,7 +250,10 @@ impl Pump {
                     && self.to_server.is_empty()
                     && self.to_client.len() < HIGH_WATER =>
             {
-                super::spin::wait(s, budget, rbuf).map(Event::ServerRead)
+                let got = super::spin::wait(s, budget, rbuf)?;
+                // (Read past tokio: more may wait behind what was read.)
+                self.server_quiet = 0;
+                Some(Event::ServerRead(got))
             }
             _ if self.report_drain
                 && self.to_client.is_empty()
@@ -292,9 +299,13 @@ impl Pump {
             Err(e) => Event::WriteFailed(side, e),
         };
         if let Some((stream, rbuf)) = server {
-            if self.to_client.len() < HIGH_WATER {
+            if self.to_client.len() < HIGH_WATER && !self.server_quiet(stream) {
                 if let Poll::Ready(r) = stream.poll_read_grow(cx, rbuf, READ_CHUNK) {
                     return Some(Event::ServerRead(r));
+                }
+                // (Only a plain socket: TLS and compression keep bytes of their own.)
+                if matches!(stream, Stream::Plain(_)) {
+                    self.server_quiet = crate::stream::polls::current();
                 }
                 spare::release(rbuf);
             }
@@ -355,6 +366,14 @@ impl Pump {
             return Some(Event::ClientRead(r));
         }
         None
+    }
+
+    /// Whether the server's read came back `Pending` earlier in this poll of the task:
+    /// the bytes that come now wake the task, and its next poll reads them.
+    fn server_quiet(&self, stream: &Stream) -> bool {
+        self.server_quiet != 0
+            && self.server_quiet == crate::stream::polls::current()
+            && matches!(stream, Stream::Plain(_))
     }
 
     /// Nothing to read or write: a KILL, a stop or the timer, else the wait.
