@@ -4,7 +4,9 @@
 //! Within one poll of a task, a socket whose read came back `Pending` cannot become
 //! readable to it: tokio cleared its readiness and left this task's waker, so the
 //! bytes that come meanwhile wake the task and the next poll (a new number) reads
-//! them. A relay that remembers the number at which its server's read went `Pending`
+//! them. (A `Pending` because the task used up its budget of operations leaves no
+//! waker on the socket, but tokio wakes the task itself at once: a next poll comes
+//! all the same.) A relay that remembers the number at which its server's read went `Pending`
 //! can skip reading it again until the number changes: a point select polled the
 //! server socket four times a statement, three of them to be told `Pending` again.
 //!
@@ -72,10 +74,18 @@ impl<F> Numbered<F> {
 impl<F: Future> Future for Numbered<F> {
     type Output = F::Output;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        NOW.with(|now| now.set(next()));
-        let out = self.project().inner.poll(cx);
-        NOW.with(|now| now.set(0));
-        out
+        // The number before is put back however the poll ends (a panic unwinds too).
+        let _back = Back(NOW.with(|now| now.replace(next())));
+        self.project().inner.poll(cx)
+    }
+}
+
+/// Puts the number of the poll around back when dropped.
+struct Back(u64);
+
+impl Drop for Back {
+    fn drop(&mut self) {
+        NOW.with(|now| now.set(self.0));
     }
 }
 
@@ -117,5 +127,19 @@ mod tests {
         all.sort_unstable();
         all.dedup();
         assert_eq!((n, all.len()), (600, 600));
+    }
+
+    #[test]
+    fn a_poll_that_panics_leaves_no_number_behind() {
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut f = std::pin::pin!(Numbered::new(std::future::poll_fn(|_| -> Poll<()> {
+                panic!("the relay failed")
+            })));
+            let _ = f.as_mut().poll(&mut cx);
+        }));
+        assert!(caught.is_err());
+        assert_eq!(current(), 0);
     }
 }
