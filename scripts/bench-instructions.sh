@@ -55,6 +55,11 @@ print(calls)
 # One run: callgrind's total instructions, statements run, allocations made.
 one() {
     local d=$1 out=/tmp/sluice-instr-$target-$1.out pid n total allocs
+    # A listener already there would be measured instead (a process left behind).
+    if (echo >"/dev/tcp/${addr%:*}/${addr#*:}") 2>/dev/null; then
+        echo "bench-instructions: $addr is taken before the start (a sluice left behind? pkill -f valgrind.bin)" >&2
+        exit 1
+    fi
     valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" --config "$cfg" \
         >/dev/null 2>&1 &
     pid=$!
@@ -64,17 +69,23 @@ one() {
     done
     n=$("$bench" run --scenario point-select --protocol "$proto" --mode "$mode" \
         --addr "$addr" --connections 4 --duration "$d" --warmup 0 --keys 100000 2>&1 \
-        | grep -o '([0-9]* in' | tr -dc '0-9')
+        | grep -o '([0-9]* in' | tr -dc '0-9') || true
     kill -INT "$pid"
     wait "$pid" 2>/dev/null || true
+    if [ -z "$n" ]; then
+        echo "bench-instructions: the load through $addr failed (servers up, tables set up?)" >&2
+        exit 1
+    fi
     total=$(callgrind_annotate "$out" 2>/dev/null \
         | awk '/PROGRAM TOTALS/ && !done { gsub(",", "", $1); print $1; done = 1 }')
     allocs=$(python3 -c "$count_allocs" "$out")
     echo "$n $total $allocs"
 }
 
-read -r n1 t1 a1 < <(one "$secs")
-read -r n2 t2 a2 < <(one "$((secs * 2))")
+read -r n1 t1 a1 < <(one "$secs") || true
+[ -n "${a1:-}" ] || exit 1
+read -r n2 t2 a2 < <(one "$((secs * 2))") || true
+[ -n "${a2:-}" ] || exit 1
 echo "$bin $target $mode: $n1 and $n2 statements, $t1 and $t2 instructions"
 awk -v n1="$n1" -v n2="$n2" -v t1="$t1" -v t2="$t2" -v a1="$a1" -v a2="$a2" 'BEGIN {
     printf "instructions per statement: %.0f, allocations per statement: %.1f\n",
