@@ -6,9 +6,10 @@
 //! bytes that come meanwhile wake the task and the next poll (a new number) reads
 //! them. (A `Pending` because the task used up its budget of operations leaves no
 //! waker on the socket, but tokio wakes the task itself at once: a next poll comes
-//! all the same.) A relay that remembers the number at which its server's read went `Pending`
-//! can skip reading it again until the number changes: a point select polled the
-//! server socket four times a statement, three of them to be told `Pending` again.
+//! all the same.) A relay that remembers the number at which its server's read went
+//! `Pending` can skip reading it again until the number changes: a point select
+//! polled the server socket four times a statement, three of them to be told
+//! `Pending` again.
 //!
 //! A connection that changes hands ([`bump`], when a lease is handed over) gets a new
 //! number too: its readiness was never asked for by this task.
