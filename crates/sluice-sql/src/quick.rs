@@ -22,6 +22,12 @@ enum Last {
 /// holds several statements, or None (`out` then holds part of it) where the scanner
 /// must run.
 pub(crate) fn digest(sql: &[u8], dialect: Dialect, out: &mut Vec<u8>) -> Option<(Kind, bool)> {
+    // A `$` (PostgreSQL's parameters, dollar quotes) is left to the scanner: looked for
+    // first, since a prepared statement's `$1` comes near its end, after all the rest
+    // would have been folded here for nothing.
+    if memchr::memchr(b'$', sql).is_some() {
+        return None;
+    }
     let my = dialect == Dialect::MySql;
     let mut i = 0;
     let mut last = Last::Nothing;

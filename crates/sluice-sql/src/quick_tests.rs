@@ -97,6 +97,8 @@ fn what_needs_the_scanner_is_left_to_it() {
         "select a from t where x in (1, 2)",
         "WITH x AS (SELECT 1) SELECT * FROM x",
         "select $1",
+        "select c from t where id = $1",
+        "select 'a$b'",
         "select $q$ a $q$",
         "select 1 -- c",
         "/* c */ select 1",
