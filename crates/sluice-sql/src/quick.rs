@@ -43,7 +43,7 @@ pub(crate) fn digest(sql: &[u8], dialect: Dialect, out: &mut Vec<u8>) -> Option<
         let mut value = false;
         let mut punct = None;
         if class(c) & WORD != 0 && !c.is_ascii_digit() {
-            if c == b'$' || (c | 0x20 == b'e' && sql.get(i + 1) == Some(&b'\'')) {
+            if c | 0x20 == b'e' && sql.get(i + 1) == Some(&b'\'') {
                 return None;
             }
             i += 1 + run(&sql[i + 1..], WORD);
@@ -66,7 +66,7 @@ pub(crate) fn digest(sql: &[u8], dialect: Dialect, out: &mut Vec<u8>) -> Option<
             value = true;
         } else {
             match (c, sql.get(i + 1)) {
-                (b';' | b'$', _) | (b'-', Some(b'-')) | (b'/', Some(b'*')) => return None,
+                (b';', _) | (b'-', Some(b'-')) | (b'/', Some(b'*')) => return None,
                 (b'#', _) if my => return None,
                 (b'"', _) if !my => return None,
                 (b'\'', _) | (b'"', _) => {
