@@ -8,13 +8,13 @@ use std::collections::HashMap;
 #[derive(Debug, Default)]
 pub struct StmtCache {
     /// Hash of the text -> (server id, last use).
-    map: HashMap<u128, (u32, u64)>,
+    map: HashMap<u128, (u32, u64), sluice_sql::Prehashed>,
     clock: u64,
     /// Where statements are closed by name and prepared again in one stream of
     /// commands (PostgreSQL's shared connections): the last Close queued for each,
     /// numbered, so that a prepare confirmed after a later Close was queued is not
     /// counted on.
-    closes: HashMap<u128, u64>,
+    closes: HashMap<u128, u64, sluice_sql::Prehashed>,
 }
 
 impl StmtCache {

@@ -220,7 +220,7 @@ pub enum Ended {
 }
 
 /// Shared connections by pool (its address) and client session fingerprint.
-type MuxMap = HashMap<(usize, u64), Vec<Arc<Mux>>>;
+type MuxMap = HashMap<(usize, u64), Vec<Arc<Mux>>, sluice_sql::Prehashed>;
 
 /// The shared connections of each pool (and client session fingerprint).
 pub struct Muxes<C: MuxConn> {

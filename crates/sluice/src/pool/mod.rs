@@ -185,12 +185,12 @@ pub struct Pool<C: PoolConn> {
     wait_since: Mutex<Option<Instant>>,
     /// Statements (by pool-wide hash) that a server of this pool has parsed without
     /// error: a client's Parse of one can be answered without a server connection.
-    known_statements: Mutex<std::collections::HashSet<u128>>,
+    known_statements: Mutex<std::collections::HashSet<u128, sluice_sql::Prehashed>>,
     /// Pool-wide statements found stale (the server refused to run a copy prepared
     /// before a schema change: PostgreSQL's 0A000): their text now goes by another
     /// name, so that whoever prepares it again gets a fresh statement, on every
     /// connection (see [`Pool::current_statement`]).
-    stale_statements: Mutex<std::collections::HashSet<u128>>,
+    stale_statements: Mutex<std::collections::HashSet<u128, sluice_sql::Prehashed>>,
     any_stale: std::sync::atomic::AtomicBool,
     /// The parameters a server reports at login (ParameterStatus), as first seen.
     welcome: Mutex<Option<C::Welcome>>,

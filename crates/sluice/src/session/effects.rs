@@ -16,7 +16,7 @@ const CAPACITY: usize = 16_384;
 
 #[derive(Default)]
 pub struct EffectCache {
-    map: Mutex<HashMap<u128, Effects>>,
+    map: Mutex<HashMap<u128, Effects, sluice_sql::Prehashed>>,
     dialect: sluice_sql::Dialect,
 }
 

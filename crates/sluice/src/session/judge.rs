@@ -99,7 +99,7 @@ struct Asked {
 }
 
 /// A session's prepared statements by name, for digests (session mode).
-type Prepared = std::collections::HashMap<Box<[u8]>, Arc<Statement>>;
+type Prepared = std::collections::HashMap<Box<[u8]>, Arc<Statement>, foldhash::fast::RandomState>;
 
 /// Prepared statements remembered per session at most (beyond it, forgotten all).
 const PREPARED_MAX: usize = 1024;

@@ -21,7 +21,7 @@ use tokio::io::AsyncReadExt;
 /// batch (Sync) that sent it: if that batch fails, later batches must not rely on it.
 #[derive(Debug, Default)]
 pub struct StatementCache {
-    entries: HashMap<u128, CacheEntry>,
+    entries: HashMap<u128, CacheEntry, sluice_sql::Prehashed>,
     clock: u64,
 }
 

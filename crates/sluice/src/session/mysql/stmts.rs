@@ -50,7 +50,7 @@ pub(super) struct ClientStmts {
         clippy::box_collection,
         reason = "a session's inline size, not the map's"
     )]
-    map: Option<Box<HashMap<u32, ClientStmt>>>,
+    map: Option<Box<HashMap<u32, ClientStmt, sluice_sql::Prehashed>>>,
 }
 
 impl ClientStmts {

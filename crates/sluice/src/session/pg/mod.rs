@@ -136,7 +136,8 @@ impl Unnamed {
 }
 
 /// Effects of named portals, by portal name.
-type PortalEffects = std::collections::HashMap<bytes::Bytes, std::sync::Arc<[Effect]>>;
+type PortalEffects =
+    std::collections::HashMap<bytes::Bytes, std::sync::Arc<[Effect]>, foldhash::fast::RandomState>;
 
 pub struct Relay {
     /// What both protocols keep alike (see session/driver.rs).

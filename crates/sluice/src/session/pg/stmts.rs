@@ -95,7 +95,7 @@ pub struct Statements {
         clippy::box_collection,
         reason = "a session's inline size, not the map's"
     )]
-    map: Option<Box<HashMap<Bytes, Rc<Stmt>>>>,
+    map: Option<Box<HashMap<Bytes, Rc<Stmt>, foldhash::fast::RandomState>>>,
 }
 
 impl Statements {
