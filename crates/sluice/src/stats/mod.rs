@@ -53,13 +53,18 @@ impl Outcome {
     pub fn of_tag(tag: &[u8]) -> Outcome {
         // Read as bytes: this runs once per statement.
         let tag = tag.strip_suffix(&[0]).unwrap_or(tag);
-        let verb = tag.split(|&b| b == b' ').next().unwrap_or_default();
-        let last = tag.rsplit(|&b| b == b' ').next().unwrap_or_default();
-        let n = if !last.is_empty() && last.len() <= 19 && last.iter().all(u8::is_ascii_digit) {
-            last.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'))
-        } else {
-            0
-        };
+        let verb = memchr::memchr(b' ', tag).map_or(tag, |i| &tag[..i]);
+        let last = memchr::memrchr(b' ', tag).map_or(tag, |i| &tag[i + 1..]);
+        let mut n = 0u64;
+        if last.len() <= 19 {
+            for &d in last {
+                if !d.is_ascii_digit() {
+                    n = 0;
+                    break;
+                }
+                n = n * 10 + u64::from(d - b'0');
+            }
+        }
         let mut o = Outcome::default();
         match verb {
             b"SELECT" | b"FETCH" | b"COPY" | b"MOVE" => o.rows = n,
