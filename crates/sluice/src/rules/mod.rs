@@ -134,6 +134,9 @@ pub struct RuleSet {
     tables: HashMap<String, Arc<str>>,
     /// PostgreSQL: unqualified names are in `public`; MySQL: in the session's database.
     protocol: Protocol,
+    /// Whether any rule or table rule may send a statement to another cluster (asked
+    /// for every statement: worked out once here).
+    routes: bool,
 }
 
 impl RuleSet {
@@ -203,7 +206,7 @@ impl RuleSet {
                 by_database.push((i, db.clone()));
             }
         }
-        let tables = config
+        let tables: HashMap<String, Arc<str>> = config
             .tables
             .values()
             .filter(|t| ours(&t.cluster))
@@ -215,7 +218,12 @@ impl RuleSet {
                 (name, Arc::from(t.cluster.as_str()))
             })
             .collect();
+        let routes = !tables.is_empty()
+            || rules
+                .iter()
+                .any(|c| matches!(c.rule.action, RuleAction::Route { .. }));
         RuleSet {
+            routes,
             on_digest: set(&digest_patterns),
             on_text: text_set(&text_patterns),
             rules,
@@ -235,11 +243,7 @@ impl RuleSet {
     /// Whether any rule or table rule may send a statement to another cluster (then a
     /// transaction's BEGIN waits for its first statement: see session/judge.rs).
     pub fn routes(&self) -> bool {
-        !self.tables.is_empty()
-            || self
-                .rules
-                .iter()
-                .any(|c| matches!(c.rule.action, RuleAction::Route { .. }))
+        self.routes
     }
 
     /// The session side of the match, computed once per session (`listener`: its name

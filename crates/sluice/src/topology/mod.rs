@@ -111,7 +111,7 @@ pub struct Topology {
     /// it with the one they chose their server at, so between failovers their check
     /// costs one comparison.
     pub routes: u64,
-    pub clusters: HashMap<String, ClusterView>,
+    pub clusters: HashMap<String, ClusterView, foldhash::fast::RandomState>,
 }
 
 impl Topology {

@@ -65,9 +65,10 @@ impl Relay {
         if !self.may_share() {
             return None;
         }
-        let (frames, at) = round(buf, self.core.max_message())?;
+        let (round, at) = round(buf, self.core.max_message())?;
+        let frames = round.frames();
         let mut query: Option<(&[u8], &[u8])> = None;
-        for &(tag, body) in &frames {
+        for &(tag, body) in frames {
             let unnamed = match tag {
                 fe::PARSE => msg::parse(body).map(|(name, q, types)| {
                     query = Some((q, types));
@@ -106,7 +107,8 @@ impl Relay {
         if !self.may_share() {
             return None;
         }
-        let (frames, at) = round(buf, self.core.max_message())?;
+        let (round, at) = round(buf, self.core.max_message())?;
+        let frames = round.frames();
         let (tag, body) = *frames.first()?;
         let (portal, name, rest) = msg::bind(body).filter(|_| tag == fe::BIND)?;
         if !portal.is_empty() || name.is_empty() {
@@ -181,11 +183,15 @@ type Frame<'a> = (u8, &'a [u8]);
 /// A round of the extended protocol complete at the start of `buf`, up to Sync: its
 /// messages (tag, body) and length; None when it is incomplete, too long for a shared
 /// connection, or not of the shape (Parse,) Bind, (Describe,) Execute, Sync with the
-/// unnamed portal (and statement, where Describe names one).
-pub(super) fn round(buf: &[u8], max: usize) -> Option<(Vec<Frame<'_>>, usize)> {
+/// unnamed portal (and statement, where Describe names one). (On the stack: this runs
+/// for every prepared statement.)
+pub(super) fn round(buf: &[u8], max: usize) -> Option<(Round<'_>, usize)> {
     let mut at = 0;
-    let mut frames = Vec::with_capacity(5);
-    while frames.len() < 5 {
+    let mut r = Round {
+        frames: [(0, &[]); 5],
+        n: 0,
+    };
+    while r.n < 5 {
         let h = sluice_wire_pg::frame::complete_frame(buf.get(at..)?, max).ok()??;
         let body = buf.get(at + 5..at + h.frame_len)?;
         let unnamed_portal = match h.tag {
@@ -197,18 +203,34 @@ pub(super) fn round(buf: &[u8], max: usize) -> Option<(Vec<Frame<'_>>, usize)> {
         if unnamed_portal != Some(true) {
             return None;
         }
-        frames.push((h.tag, body));
+        r.frames[r.n] = (h.tag, body);
+        r.n += 1;
         at += h.frame_len;
         if h.tag == fe::SYNC {
             break;
         }
     }
-    let tags: Vec<u8> = frames.iter().map(|f| f.0).collect();
+    let mut tags = [0u8; 5];
+    for (t, f) in tags.iter_mut().zip(r.frames()) {
+        *t = f.0;
+    }
     let shapes: [&[u8]; 4] = [
         &[fe::PARSE, fe::BIND, fe::DESCRIBE, fe::EXECUTE, fe::SYNC],
         &[fe::PARSE, fe::BIND, fe::EXECUTE, fe::SYNC],
         &[fe::BIND, fe::DESCRIBE, fe::EXECUTE, fe::SYNC],
         &[fe::BIND, fe::EXECUTE, fe::SYNC],
     ];
-    (at < 64 * 1024 && shapes.contains(&&tags[..])).then_some((frames, at))
+    (at < 64 * 1024 && shapes.contains(&&tags[..r.n])).then_some((r, at))
+}
+
+/// The messages of a [`round`].
+pub(super) struct Round<'a> {
+    frames: [Frame<'a>; 5],
+    n: usize,
+}
+
+impl<'a> Round<'a> {
+    pub(super) fn frames(&self) -> &[Frame<'a>] {
+        &self.frames[..self.n]
+    }
 }
