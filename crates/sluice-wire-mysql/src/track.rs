@@ -127,11 +127,33 @@ pub struct Tracker {
     rows: u64,
 }
 
+/// A tracker's emptied queue, for another tracker to reuse (see [`Tracker::release`]).
+#[derive(Debug, Default)]
+pub struct Queue(VecDeque<Pending>);
+
 impl Tracker {
-    /// Lets go of the memory of its empty queue (a session at rest keeps none).
-    pub fn release(&mut self) {
-        if self.queue.is_empty() && self.queue.capacity() > 0 {
-            self.queue = VecDeque::new();
+    /// Lets go of the memory of its empty queue (a session at rest keeps none), and
+    /// returns it when it is small, for the caller to give to the next tracker that
+    /// needs room ([`Tracker::reuse`]): a client at rest between statements then
+    /// allocates nothing for its next one.
+    pub fn release(&mut self) -> Option<Queue> {
+        if !self.queue.is_empty() || self.queue.capacity() == 0 {
+            return None;
+        }
+        let q = std::mem::take(&mut self.queue);
+        (q.capacity() <= 64).then_some(Queue(q))
+    }
+
+    /// Whether it holds no memory for its queue (one released may [`Tracker::reuse`]).
+    pub fn bare(&self) -> bool {
+        self.queue.capacity() == 0
+    }
+
+    /// Takes the memory of a queue another tracker released, where it has none.
+    pub fn reuse(&mut self, mut q: Queue) {
+        if self.queue.capacity() == 0 {
+            q.0.clear();
+            self.queue = q.0;
         }
     }
 

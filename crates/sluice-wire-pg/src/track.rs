@@ -89,14 +89,49 @@ pub struct Tracker {
     batch_open: bool,
 }
 
+/// A tracker's emptied queues, for another tracker to reuse (see [`Tracker::release`]).
+#[derive(Debug, Default)]
+pub struct Queues {
+    queue: VecDeque<Entry>,
+    done: Vec<Done>,
+}
+
+/// Queues longer than this are not worth keeping for reuse.
+const KEPT_ROOM: usize = 64;
+
 impl Tracker {
-    /// Lets go of the memory of its empty queues (a session at rest keeps none).
-    pub fn release(&mut self) {
-        if self.queue.is_empty() && self.queue.capacity() > 0 {
-            self.queue = VecDeque::new();
+    /// Lets go of the memory of its empty queues (a session at rest keeps none), and
+    /// returns it when it is small, for the caller to give to the next tracker that
+    /// needs room ([`Tracker::reuse`]): a client at rest between statements then
+    /// allocates nothing for its next one.
+    pub fn release(&mut self) -> Option<Queues> {
+        if !self.queue.is_empty() || !self.done.is_empty() {
+            return None;
         }
-        if self.done.is_empty() && self.done.capacity() > 0 {
-            self.done = Vec::new();
+        if self.queue.capacity() == 0 && self.done.capacity() == 0 {
+            return None;
+        }
+        let q = Queues {
+            queue: std::mem::take(&mut self.queue),
+            done: std::mem::take(&mut self.done),
+        };
+        (q.queue.capacity() <= KEPT_ROOM && q.done.capacity() <= KEPT_ROOM).then_some(q)
+    }
+
+    /// Whether it holds no memory for its queues (one released may [`Tracker::reuse`]).
+    pub fn bare(&self) -> bool {
+        self.queue.capacity() == 0 && self.done.capacity() == 0
+    }
+
+    /// Takes the memory of queues another tracker released, where it has none.
+    pub fn reuse(&mut self, mut q: Queues) {
+        q.queue.clear();
+        q.done.clear();
+        if self.queue.capacity() == 0 {
+            self.queue = q.queue;
+        }
+        if self.done.capacity() == 0 {
+            self.done = q.done;
         }
     }
 

@@ -46,6 +46,33 @@ pub fn shed<T>(q: &mut std::collections::VecDeque<T>) {
     }
 }
 
+/// [`shed`], keeping a small queue's memory in the thread's `spares` for the next
+/// session that needs one ([`unshed`]): a queue filled and emptied every statement
+/// then allocates nothing.
+pub fn shed_to<T: 'static>(
+    q: &mut std::collections::VecDeque<T>,
+    spares: &'static crate::stream::spare::Spares<std::collections::VecDeque<T>>,
+) {
+    if q.is_empty() && q.capacity() > 0 {
+        let q = std::mem::take(q);
+        if q.capacity() <= 64 {
+            crate::stream::spare::keep(spares, q);
+        }
+    }
+}
+
+/// An empty queue without memory takes a spare's, if the thread has one.
+pub fn unshed<T: 'static>(
+    q: &mut std::collections::VecDeque<T>,
+    spares: &'static crate::stream::spare::Spares<std::collections::VecDeque<T>>,
+) {
+    if q.capacity() == 0
+        && let Some(s) = crate::stream::spare::take(spares)
+    {
+        *q = s;
+    }
+}
+
 /// May the client's server connection be released now? Only at rest (nothing in flight),
 /// outside a transaction, in transaction mode, and with no pinning state.
 pub fn may_release(mode: PoolMode, at_rest: bool, tx: TxStatus, ledger: &Ledger) -> bool {

@@ -52,11 +52,13 @@ pub fn release(buf: &mut BytesMut) {
 
 /// Whether an emptied buffer is worth keeping as a spare: it has room, and its
 /// memory is at most [`SPARE_BYTES`]. (`capacity` counts only the room after what
-/// was consumed: a buffer grown for a large message and read to its end may show
-/// little room while holding all of it; reclaiming more than a spare may hold tells.)
+/// was consumed: a buffer filled and read to its end shows none, though it holds all
+/// of its memory (reclaiming one byte gives the room back); a buffer grown for a large
+/// message and read to its end may show little room while holding all of it
+/// (reclaiming more than a spare may hold tells).)
 pub fn worth_keeping(b: &mut BytesMut) -> bool {
     b.is_empty()
-        && b.capacity() > 0
+        && b.try_reclaim(1)
         && b.capacity() <= SPARE_BYTES
         && !b.try_reclaim(SPARE_BYTES + 1)
 }
@@ -75,6 +77,14 @@ mod tests {
         big.advance((1 << 20) - 100);
         assert!(big.capacity() <= SPARE_BYTES);
         assert!(!worth_keeping(&mut big));
+        // A buffer filled to its end and read to its end shows no room, but is kept,
+        // with its room back.
+        let mut full = BytesMut::with_capacity(64);
+        full.resize(full.capacity(), 1);
+        full.advance(full.len());
+        assert_eq!(full.capacity(), 0);
+        assert!(worth_keeping(&mut full));
+        assert!(full.capacity() >= 64);
         // A read buffer that held one answer is kept.
         let mut small = BytesMut::with_capacity(16 * 1024);
         small.extend_from_slice(b"one answer");

@@ -80,8 +80,10 @@ impl driver::Relay for Relay {
     }
 
     fn rest(&mut self) {
-        self.tracker.release();
-        crate::session::shed(&mut self.origins);
+        if let Some(q) = self.tracker.release() {
+            crate::stream::spare::keep(&super::TRACKER_SPARES, q);
+        }
+        crate::session::shed_to(&mut self.origins, &super::ORIGIN_SPARES);
         crate::session::shed(&mut self.kills);
     }
 

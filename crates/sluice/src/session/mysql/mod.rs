@@ -27,6 +27,16 @@ use crate::shared::Shared;
 use crate::stream::Stream;
 use bytes::Buf;
 use bytes::BytesMut;
+
+thread_local! {
+    /// Trackers' queues that sessions at rest let go of, for the next statement of any
+    /// session on the thread (stream/spare.rs).
+    static TRACKER_SPARES: std::cell::RefCell<Vec<sluice_wire_mysql::track::Queue>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+    /// The same for the queues of what each request in flight is.
+    static ORIGIN_SPARES: std::cell::RefCell<Vec<VecDeque<Origin>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
 use sluice_config::PoolMode;
 use sluice_wire_mysql::track::{Step, Tracker};
 use sluice_wire_mysql::{consts, packet};
@@ -215,6 +225,12 @@ impl Relay {
 
     /// Handles every complete physical packet the client sent.
     async fn on_client_packets(&mut self) -> Result<(), End> {
+        if self.tracker.bare()
+            && let Some(q) = crate::stream::spare::take(&TRACKER_SPARES)
+        {
+            self.tracker.reuse(q);
+        }
+        crate::session::unshed(&mut self.origins, &ORIGIN_SPARES);
         while let Some((mut len, seq)) = packet::header(&self.core.io.cbuf) {
             if self.blocked {
                 return Ok(());

@@ -59,6 +59,11 @@ impl Relay {
 
     async fn client_frames(&mut self, buf: &mut BytesMut) -> Result<Option<End>, Error> {
         let max = self.core.max_message();
+        if self.tracker.bare()
+            && let Some(q) = crate::stream::spare::take(&super::TRACKER_SPARES)
+        {
+            self.tracker.reuse(q);
+        }
         loop {
             let item = self
                 .cscan

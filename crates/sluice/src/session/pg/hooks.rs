@@ -76,7 +76,9 @@ impl driver::Relay for Relay {
     }
 
     fn rest(&mut self) {
-        self.tracker.release();
+        if let Some(q) = self.tracker.release() {
+            crate::stream::spare::keep(&super::TRACKER_SPARES, q);
+        }
         crate::session::shed(&mut self.actions);
     }
 

@@ -135,6 +135,13 @@ impl Unnamed {
     }
 }
 
+thread_local! {
+    /// Trackers' queues that sessions at rest let go of, for the next statement of any
+    /// session on the thread (stream/spare.rs).
+    static TRACKER_SPARES: std::cell::RefCell<Vec<sluice_wire_pg::track::Queues>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Effects of named portals, by portal name.
 type PortalEffects =
     std::collections::HashMap<bytes::Bytes, std::sync::Arc<[Effect]>, foldhash::fast::RandomState>;
