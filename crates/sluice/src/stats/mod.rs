@@ -53,8 +53,9 @@ impl Outcome {
     pub fn of_tag(tag: &[u8]) -> Outcome {
         // Read as bytes: this runs once per statement.
         let tag = tag.strip_suffix(&[0]).unwrap_or(tag);
-        let verb = memchr::memchr(b' ', tag).map_or(tag, |i| &tag[..i]);
-        let last = memchr::memrchr(b' ', tag).map_or(tag, |i| &tag[i + 1..]);
+        // (Tags are short: plain loops beat memchr's dispatch here.)
+        let verb = tag.iter().position(|&b| b == b' ').map_or(tag, |i| &tag[..i]);
+        let last = tag.iter().rposition(|&b| b == b' ').map_or(tag, |i| &tag[i + 1..]);
         let mut n = 0u64;
         if last.len() <= 19 {
             for &d in last {
