@@ -54,8 +54,14 @@ impl Outcome {
         // Read as bytes: this runs once per statement.
         let tag = tag.strip_suffix(&[0]).unwrap_or(tag);
         // (Tags are short: plain loops beat memchr's dispatch here.)
-        let verb = tag.iter().position(|&b| b == b' ').map_or(tag, |i| &tag[..i]);
-        let last = tag.iter().rposition(|&b| b == b' ').map_or(tag, |i| &tag[i + 1..]);
+        let verb = tag
+            .iter()
+            .position(|&b| b == b' ')
+            .map_or(tag, |i| &tag[..i]);
+        let last = tag
+            .iter()
+            .rposition(|&b| b == b' ')
+            .map_or(tag, |i| &tag[i + 1..]);
         let mut n = 0u64;
         if last.len() <= 19 {
             for &d in last {
