@@ -1,7 +1,9 @@
 //! A hasher for map keys that are hashes already (a statement's 128-bit digest key) or
 //! numbers Sluice hands out itself (a pool's address, a statement id): it folds the
 //! key's words with a per-map random seed and one multiply, instead of running SipHash
-//! over them on every statement (some 200 instructions a lookup). The seed keeps a client that crafts
+//! over them on every statement (some 200 instructions a lookup). Not for integers a
+//! client chooses: keys that differ only in their high bits share a bucket whatever
+//! the seed (names and numbers from clients go through a seeded `foldhash`). The seed keeps a client that crafts
 //! statements from choosing which bucket their keys share.
 
 use std::hash::{BuildHasher, Hasher};

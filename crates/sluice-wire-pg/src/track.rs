@@ -106,6 +106,13 @@ impl Tracker {
     /// allocates nothing for its next one.
     pub fn release(&mut self) -> Option<Queues> {
         if !self.queue.is_empty() || !self.done.is_empty() {
+            // One still holds entries: the other's memory goes all the same.
+            if self.queue.is_empty() {
+                self.queue = VecDeque::new();
+            }
+            if self.done.is_empty() {
+                self.done = Vec::new();
+            }
             return None;
         }
         if self.queue.capacity() == 0 && self.done.capacity() == 0 {

@@ -42,7 +42,9 @@ pub fn buf() -> BytesMut {
 /// Gives an emptied buffer's memory back, to the thread's spares if it is not too
 /// large (a server connection's read buffer between answers).
 pub fn release(buf: &mut BytesMut) {
-    if buf.is_empty() && buf.capacity() > 0 {
+    // (Read to its end, a buffer shows no room though it holds its memory: see
+    // `worth_keeping`.)
+    if buf.is_empty() && (buf.capacity() > 0 || buf.try_reclaim(1)) {
         let mut b = std::mem::take(buf);
         if worth_keeping(&mut b) {
             keep(&BUFS, b);
