@@ -252,12 +252,22 @@ fn function_effect(toks: &[Token<'_>]) -> Effect {
         return Effect::CreateTemp;
     }
     let mut effect = Effect::None;
-    for w in toks.windows(2) {
+    for (i, w) in toks.windows(2).enumerate() {
         if !matches!(w[1], Token::Punct(b'(')) {
             continue;
         }
-        let Token::Word(name) = w[0] else { continue };
-        let name = name.to_ascii_lowercase();
+        let name = match w[0] {
+            Token::Word(name) => name.to_ascii_lowercase(),
+            // A U&"..." name may spell any function in escapes: not followed.
+            Token::Quoted(_)
+                if i >= 2 && toks[i - 1] == Token::Punct(b'&') && toks[i - 2].is("u") =>
+            {
+                return Effect::Opaque;
+            }
+            // A quoted name is the function of exactly that (lower-case) name.
+            Token::Quoted(name) => name.to_vec(),
+            _ => continue,
+        };
         match name.as_slice() {
             b"pg_advisory_lock"
             | b"pg_advisory_lock_shared"
@@ -393,6 +403,16 @@ mod tests {
         assert_eq!(one("declare c cursor for select 1"), Effect::None);
         assert_eq!(one("select pg_advisory_lock(1)"), Effect::AdvisoryLock);
         assert_eq!(one("select pg_advisory_xact_lock(1)"), Effect::None);
+        // Quoted names: exactly the function's name, or not it at all.
+        assert_eq!(one(r#"select "pg_advisory_lock"(1)"#), Effect::AdvisoryLock);
+        assert_eq!(
+            one(r#"select public."set_config"('a', 'b', false)"#),
+            Effect::Opaque
+        );
+        assert_eq!(one(r#"select "PG_ADVISORY_LOCK"(1)"#), Effect::None);
+        // A name in Unicode escapes is not followed: the session is pinned.
+        assert_eq!(one(r#"select U&"pg_advisory_\006Cock"(1)"#), Effect::Opaque);
+        assert_eq!(one(r#"select u&"x"(1)"#), Effect::Opaque);
         assert_eq!(
             one("SELECT pg_advisory_unlock_all()"),
             Effect::AdvisoryUnlockAll

@@ -77,7 +77,8 @@ pub fn surely_plain_in(sql: &[u8], dialect: Dialect) -> bool {
 const MARKERS: [&[u8]; 4] = [b"lock", b"set_config", b"temp", b"calc"];
 /// [`BYTE_CLASS`]: a byte of no interest; 1 + the index in [`MARKERS`] of the word a
 /// letter begins (in either case; [`CALC`] is the last); a byte that ends the fast path
-/// (`;` `$` `-`), on MySQL only (`@` `#`); a slash (a comment if a star follows).
+/// (`;` `$` `-`, and `&`: PostgreSQL's `U&"..."` may spell any name in escapes), on
+/// MySQL only (`@` `#`); a slash (a comment if a star follows).
 const PLAIN_BYTE: u8 = 0;
 const CALC: u8 = 4;
 const NEVER: u8 = 5;
@@ -95,6 +96,7 @@ static BYTE_CLASS: [u8; 256] = {
     t[b';' as usize] = NEVER;
     t[b'$' as usize] = NEVER;
     t[b'-' as usize] = NEVER;
+    t[b'&' as usize] = NEVER;
     t[b'@' as usize] = MYSQL_NEVER;
     t[b'#' as usize] = MYSQL_NEVER;
     t[b'/' as usize] = SLASH;
@@ -132,6 +134,7 @@ mod tests {
             "select pg_advisory_lock(1)",
             "SELECT 1 INTO TEMP t",
             "select set_config('a', 'b', false)",
+            "select U&\"pg_advisory_\\006Cock\"(1)",
             "select 1; set x = 1",
             "set x = 1",
             "select $$ ; $$",
@@ -179,6 +182,9 @@ mod tests {
             Just("into"),
             Just("Calc"),
             Just("sql_calc_found_rows"),
+            Just("U&\"x\""),
+            Just("\"pg_advisory_lock\""),
+            Just("\"set_config\""),
             Just("@v"),
             Just("#"),
             Just("/"),
