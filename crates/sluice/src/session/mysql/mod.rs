@@ -27,6 +27,11 @@ use crate::shared::Shared;
 use crate::stream::Stream;
 use bytes::Buf;
 use bytes::BytesMut;
+use sluice_config::PoolMode;
+use sluice_wire_mysql::track::{Step, Tracker};
+use sluice_wire_mysql::{consts, packet};
+use std::collections::VecDeque;
+use std::sync::Arc;
 
 thread_local! {
     /// Trackers' queues that sessions at rest let go of, for the next statement of any
@@ -37,11 +42,6 @@ thread_local! {
     static ORIGIN_SPARES: std::cell::RefCell<Vec<VecDeque<Origin>>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
-use sluice_config::PoolMode;
-use sluice_wire_mysql::track::{Step, Tracker};
-use sluice_wire_mysql::{consts, packet};
-use std::collections::VecDeque;
-use std::sync::Arc;
 
 /// Bytes of a server packet's start the tracker looks at.
 const HEAD: usize = sluice_wire_mysql::track::HEAD_LEN;
