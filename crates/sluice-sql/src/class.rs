@@ -24,7 +24,7 @@ const READS: [&str; 8] = [
 ];
 
 /// Functions that change something, take a lock, or read what a connection did.
-const SIDE_EFFECTS: [&str; 24] = [
+const SIDE_EFFECTS: [&str; 35] = [
     "nextval",
     "setval",
     "currval",
@@ -38,17 +38,28 @@ const SIDE_EFFECTS: [&str; 24] = [
     "pg_try_advisory_lock",
     "pg_try_advisory_lock_shared",
     "pg_advisory_xact_lock",
+    "pg_advisory_xact_lock_shared",
     "pg_try_advisory_xact_lock",
+    "pg_try_advisory_xact_lock_shared",
     "pg_advisory_unlock",
+    "pg_advisory_unlock_shared",
     "pg_advisory_unlock_all",
     "get_lock",
     "release_lock",
     "release_all_locks",
     "is_used_lock",
+    "is_free_lock",
     "last_insert_id",
     "found_rows",
     "row_count",
     "lo_import",
+    "lo_export",
+    "lo_creat",
+    "lo_create",
+    "lo_unlink",
+    "lo_from_bytea",
+    "lo_put",
+    "lo_open",
 ];
 
 /// Words that, anywhere in a read, make it a write (a data-changing CTE, a locking
@@ -147,11 +158,15 @@ fn by_tokens(sql: &[u8], dialect: Dialect) -> Class {
         return Class::Write;
     }
     let mut ended = false;
+    // The two tokens before `t`, for PostgreSQL's `U&"..."`.
+    let mut before: [Option<Token<'_>>; 2] = [None, None];
     while let Some(t) = tokens.next() {
         if ended {
             // A second statement: not looked into.
             return Class::Write;
         }
+        let escaped = before[1] == Some(Token::Punct(b'&')) && before[0].is_some_and(|b| b.is("u"));
+        before = [before[1], Some(t)];
         match t {
             Token::Semicolon => ended = true,
             // (Lengths first: most words of a read are none of these.)
@@ -160,9 +175,24 @@ fn by_tokens(sql: &[u8], dialect: Dialect) -> Class {
             {
                 return Class::Write;
             }
-            Token::Word(_)
+            // A name spelled with escapes (`U&"..."`, perhaps with `UESCAPE`) may be
+            // any function's: not looked into.
+            Token::Quoted(_) if escaped && dialect == Dialect::Postgres => return Class::Write,
+            // A call of a side-effect function, its name a word or quoted (`"nextval"(`,
+            // MySQL's backticks, and its `"..."` under ANSI_QUOTES; any case, the safe
+            // side).
+            Token::Word(name) | Token::Quoted(name) | Token::Str(name)
                 if tokens.peek() == Some(&Token::Punct(b'('))
-                    && SIDE_EFFECTS.iter().any(|w| t.is(w)) =>
+                    && SIDE_EFFECTS.iter().any(|w| {
+                        let name = match t {
+                            Token::Str(s) => s
+                                .strip_prefix(b"\"")
+                                .and_then(|s| s.strip_suffix(b"\""))
+                                .unwrap_or_default(),
+                            _ => name,
+                        };
+                        name.eq_ignore_ascii_case(w.as_bytes())
+                    }) =>
             {
                 return Class::Write;
             }
@@ -277,6 +307,8 @@ mod tests {
             "select count(*) from orders -- for update",
             "/* sluice:replica */ insert into t values (1)",
             "select pg_sleep(0)",
+            "select a & \"b\", count(*) from t",
+            "select 'get_lock'('a')",
         ] {
             assert_eq!(pg(s), Class::Read, "{s}");
         }
@@ -304,6 +336,10 @@ mod tests {
             "select * into t2 from t",
             "with d as (delete from t returning *) select * from d",
             "select nextval('s')",
+            "select \"nextval\"('s')",
+            "select pg_catalog.\"pg_advisory_lock\"(1)",
+            "select U&\"\\006eextval\"('s')",
+            "select u&\"d!0061ta\" UESCAPE '!' ('s')",
             "select currval('s')",
             "select pg_advisory_lock(1)",
             "select set_config('a.b', 'c', false)",
@@ -332,6 +368,9 @@ mod tests {
             "SELECT * FROM t INTO OUTFILE '/tmp/x'",
             "REPLACE INTO t VALUES (1)",
             "SELECT FOUND_ROWS()",
+            "SELECT `get_lock`('a', 1)",
+            "SELECT \"get_lock\"('a', 1)",
+            "SELECT test.`LAST_INSERT_ID`()",
         ] {
             assert_eq!(my(s), Class::Write, "{s}");
         }
