@@ -88,6 +88,49 @@ async fn block_rewrite_and_fields() {
     tx.query_drop("CREATE TABLE o (a int)").await.unwrap();
     tx.query_drop("USE test").await.unwrap();
     tx.query_drop("SELECT 1").await.unwrap();
+    // In session mode too, by USE and by COM_INIT_DB.
+    s.query_drop("USE other").await.unwrap();
+    let e = s.query_drop("SELECT 1").await.unwrap_err();
+    assert_eq!(code(&e).2, "no reads in other");
+    s.query_drop("/* back */ use `test`").await.unwrap();
+    s.query_drop("SELECT 1").await.unwrap();
+    let mut raw = RawMy::login(common::addr(&h, "session"), APP_USER, APP_PW).await;
+    raw.send(0, b"\x02other").await;
+    let ok = raw.read().await.map(|(_, p)| p.as_slice().first().copied());
+    assert_eq!(ok, Some(Some(0)));
+    raw.send(0, b"\x03SELECT 1").await;
+    assert_eq!(raw.read_err().await.2, "no reads in other");
+    // The server keeps the database through COM_RESET_CONNECTION, and so do the rules,
+    // in both modes (in transaction mode the connection goes back to the pool in it).
+    for listener in ["session", "tx"] {
+        let mut raw = RawMy::login(common::addr(&h, listener), APP_USER, APP_PW).await;
+        raw.query_value("USE other").await;
+        raw.send(0, b"\x1f").await;
+        let ok = raw.read().await.map(|(_, p)| p.as_slice().first().copied());
+        assert_eq!(ok, Some(Some(0)), "{listener}");
+        raw.send(0, b"\x03SELECT 1").await;
+        assert_eq!(raw.read_err().await.2, "no reads in other", "{listener}");
+        raw.query_value("USE test").await;
+        let db = raw.query_value("SELECT DATABASE()").await;
+        assert_eq!(db.as_deref(), Some("test"), "{listener}");
+    }
+    // A USE among several statements is followed in session mode too.
+    let mut multi = RawMy::login_with(
+        common::addr(&h, "session"),
+        APP_USER,
+        APP_PW,
+        sluice_wire_mysql::consts::CLIENT_MULTI_STATEMENTS,
+    )
+    .await;
+    multi.send(0, b"\x03DO 1; USE other").await;
+    while let Some((_, p)) = multi.read().await {
+        // OK packets; the last has no SERVER_MORE_RESULTS_EXISTS.
+        if p.as_slice().first() != Some(&0) || p.get(3).is_some_and(|s| s & 8 == 0) {
+            break;
+        }
+    }
+    multi.send(0, b"\x03SELECT 1").await;
+    assert_eq!(multi.read_err().await.2, "no reads in other");
     let hits = h.shared.my.rules.load().set.hits();
     assert_eq!(hits[0], (1, 6), "{hits:?}");
 }

@@ -396,6 +396,12 @@ impl Relay {
             let e = self.command_effects(cmd, &cbuf[4..4 + len]);
             *self.core.io.cbuf = cbuf;
             e
+        } else if self.core.judging.is_some() {
+            // Session mode keeps no ledger, but rules and digests name the database.
+            let cbuf = std::mem::take(&mut *self.core.io.cbuf);
+            let e = self.schema_effects(cmd, &cbuf[4..4 + len]);
+            *self.core.io.cbuf = cbuf;
+            e
         } else {
             None
         };

@@ -25,6 +25,29 @@ impl Relay {
         }
     }
 
+    /// Session mode: of a command's effects only a change of database (COM_INIT_DB,
+    /// `USE`), which the rules' `database` field and the digests follow.
+    pub(super) fn schema_effects(&mut self, cmd: u8, payload: &[u8]) -> Effects {
+        let body = payload.get(1..).unwrap_or_default();
+        // (Several statements in one: the effects scanner looks for a USE among them.)
+        let is_use = || {
+            memchr::memchr(b';', body).is_some()
+                || sluice_sql::Tokens::new_in(body, sluice_sql::Dialect::MySql)
+                    .next()
+                    .is_some_and(|t| t.is("use"))
+        };
+        if !(cmd == consts::COM_INIT_DB || cmd == consts::COM_QUERY && is_use()) {
+            return None;
+        }
+        let all = self.command_effects(cmd, payload)?;
+        let schema: Vec<Effect> = all
+            .iter()
+            .filter(|e| matches!(e, Effect::Set { name, .. } if name == "schema"))
+            .cloned()
+            .collect();
+        (!schema.is_empty()).then(|| schema.into())
+    }
+
     /// Puts the client's own connection id into a statement that asks for it with
     /// CONNECTION_ID(), unless the client holds the very server connection it was told
     /// of at login (session mode, pass-through). Returns the command's new length.
@@ -160,7 +183,20 @@ impl Relay {
             return;
         }
         if cmd == consts::COM_RESET_CONNECTION {
+            // The server keeps the current database through a reset: so does Sluice
+            // (or the connection would go back to the pool as if in its own).
+            let schema = self.core.ledger.sets.get("schema").cloned();
             self.forget_session_state();
+            if let Some(sql) = schema {
+                if let Some(l) = self.core.lease.as_mut() {
+                    l.conn.applied.insert("schema".into(), sql.clone());
+                }
+                let e = Effect::Set {
+                    name: "schema".into(),
+                    sql,
+                };
+                self.core.ledger.apply(&e, false, &self.core.shared.pins);
+            }
             // A reset keeps the user: a client that changed it keeps its connection.
             self.pin_foreign();
         }
