@@ -9,7 +9,7 @@
 #     scripts/bench-server.sh pg 25432 500 &  scripts/bench-server.sh mariadb 23306 500 &
 #     target/release/sluice-bench setup --protocol pg --addr 127.0.0.1:25432 --keys 100000
 #     target/release/sluice-bench setup --protocol mysql --addr 127.0.0.1:23306 --keys 100000
-#     scripts/bench-instructions.sh BINARY [pg-session|pg-tx|my-session|my-tx|pg-plain|pg-features] \
+#     scripts/bench-instructions.sh BINARY [pg-session|pg-tx|pg-nodigest|my-session|my-tx|pg-plain|pg-features] \
 #         [simple|prepared] [N]
 #
 # Prints instructions per statement and allocations per statement, and keeps the
@@ -24,6 +24,8 @@ bench=target/release/sluice-bench
 case $target in
 pg-session) cfg=benches/sluice-pg.toml addr=127.0.0.1:26432 proto=pg ;;
 pg-tx) cfg=benches/sluice-pg.toml addr=127.0.0.1:26433 proto=pg ;;
+# benches/sessions.toml's session-mode listener with query digests off.
+pg-nodigest) cfg=benches/sluice-session-nodigest.toml addr=127.0.0.1:26452 proto=pg ;;
 my-session) cfg=benches/sluice-my.toml addr=127.0.0.1:26033 proto=mysql ;;
 my-tx) cfg=benches/sluice-my.toml addr=127.0.0.1:26034 proto=mysql ;;
 # benches/features.toml's two listeners (transaction mode): plain, and with a split
