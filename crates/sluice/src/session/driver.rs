@@ -207,8 +207,12 @@ pub trait Relay: DerefMut<Target = Core<Self::Conn>> + Send + Sized {
     fn id(&self) -> u32;
     /// Handles what the client sent (complete requests in `io.cbuf`).
     fn on_client(&mut self) -> impl Future<Output = Result<(), End>> + Send;
-    /// Handles what the server sent (in the lease's read buffer).
-    fn on_server(&mut self) -> impl Future<Output = Result<(), End>> + Send;
+    /// Handles what the server sent (in the lease's read buffer), without waiting:
+    /// `Ok(true)` when a client command that waited for it goes on now
+    /// ([`Relay::resume`]).
+    fn on_server(&mut self) -> Result<bool, End>;
+    /// Goes on with the client's command that waited for the server's answer.
+    fn resume(&mut self) -> impl Future<Output = Result<(), End>> + Send;
     /// The answer from a shared connection is complete (`done`: its first packet or
     /// the error that ended it); `muxed` is already cleared.
     fn answered(
@@ -341,8 +345,19 @@ async fn main_loop<R: Relay>(r: &mut R) -> End {
                 Ok(())
             }
             Event::Timeout => timed_out(r),
-            // Boxed: the loop itself keeps neither the event nor the step's state.
-            ev => Box::pin(handle(r, ev)).await,
+            // What the server sent is handled at once: no step of its own (nor the
+            // box and the copy of one) unless a client command goes on after it.
+            Event::ServerRead(Ok(n @ 1..)) => match server_read(r, n) {
+                Ok(true) => Box::pin(r.resume()).await,
+                step => step.map(|_| ()),
+            },
+            // Boxed: the loop itself keeps neither the event nor the step's state (the
+            // client's step alone: the box is made and filled for each statement).
+            Event::ClientRead(_) => Box::pin(r.on_client()).await,
+            Event::ServerRead(Ok(_)) => Box::pin(lost::server_lost(r, None)).await,
+            Event::ServerRead(Err(e)) | Event::WriteFailed(_, e) => {
+                Box::pin(lost::server_lost(r, Some(e))).await
+            }
         };
         if let Err(end) = step {
             return end;
@@ -350,27 +365,19 @@ async fn main_loop<R: Relay>(r: &mut R) -> End {
     }
 }
 
-/// Handles what came from the server, or a request from the client.
-async fn handle<R: Relay>(r: &mut R, ev: Event) -> Result<(), End> {
-    match ev {
-        Event::ServerRead(Ok(0)) => lost::server_lost(r, None).await,
-        Event::ServerRead(Ok(n)) => {
-            // The answer goes on to the client about as long as it came: one
-            // allocation for it rather than growing the (released) buffer packet by
-            // packet.
-            r.io.to_client.reserve(n);
-            let before = r.io.to_client.len();
-            let step = r.on_server().await;
-            if r.io.to_client.len() != before {
-                // Part of the answer is on its way to the client: too late to retry.
-                r.retry = None;
-            }
-            step
-        }
-        Event::ServerRead(Err(e)) | Event::WriteFailed(_, e) => lost::server_lost(r, Some(e)).await,
-        Event::ClientRead(_) => r.on_client().await,
-        Event::Wrote | Event::Shutdown | Event::Timeout => Ok(()),
+/// What the server sent (`n` bytes), handed on: `Ok(true)` when the client's command
+/// that waited for it goes on ([`Relay::resume`]).
+fn server_read<R: Relay>(r: &mut R, n: usize) -> Result<bool, End> {
+    // The answer goes on to the client about as long as it came: one allocation for it
+    // rather than growing the (released) buffer packet by packet.
+    r.io.to_client.reserve(n);
+    let before = r.io.to_client.len();
+    let step = r.on_server();
+    if r.io.to_client.len() != before {
+        // Part of the answer is on its way to the client: too late to retry.
+        r.retry = None;
     }
+    step
 }
 
 /// Waits for (part of) the answer to the client's request from a shared connection,

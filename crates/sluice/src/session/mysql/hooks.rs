@@ -38,14 +38,15 @@ impl driver::Relay for Relay {
         self.on_client_packets().await
     }
 
-    async fn on_server(&mut self) -> Result<(), End> {
+    fn on_server(&mut self) -> Result<bool, End> {
         self.on_server_packets()?;
-        if std::mem::take(&mut self.resume) || self.rested() {
-            // Sluice's own prepare is answered, or the answers a pipelined command
-            // waited for: the command waiting goes on.
-            return self.on_client_packets().await;
-        }
-        Ok(())
+        // Sluice's own prepare is answered, or the answers a pipelined command waited
+        // for: the command waiting goes on.
+        Ok(std::mem::take(&mut self.resume) || self.rested())
+    }
+
+    async fn resume(&mut self) -> Result<(), End> {
+        self.on_client_packets().await
     }
 
     async fn answered(

@@ -43,9 +43,13 @@ impl driver::Relay for Relay {
         self.client_step().await
     }
 
-    async fn on_server(&mut self) -> Result<(), End> {
+    fn on_server(&mut self) -> Result<bool, End> {
         self.on_server_frames().map_err(End::Failed)?;
-        self.fatal_check()
+        self.fatal_check().map(|()| false)
+    }
+
+    async fn resume(&mut self) -> Result<(), End> {
+        Ok(())
     }
 
     async fn answered(
