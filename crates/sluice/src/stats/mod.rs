@@ -51,31 +51,32 @@ impl Outcome {
     /// What a PostgreSQL CommandComplete tag says a statement did: `SELECT 5` sent
     /// five rows; `INSERT 0 3`, `UPDATE 3`, `DELETE 3`, `MERGE 3` changed three.
     pub fn of_tag(tag: &[u8]) -> Outcome {
-        // Read as bytes: this runs once per statement.
+        // Read as bytes, from the end for the count: this runs once per statement.
         let tag = tag.strip_suffix(&[0]).unwrap_or(tag);
-        // (Tags are short: plain loops beat memchr's dispatch here.)
-        let verb = tag
-            .iter()
-            .position(|&b| b == b' ')
-            .map_or(tag, |i| &tag[..i]);
-        let last = tag
-            .iter()
-            .rposition(|&b| b == b' ')
-            .map_or(tag, |i| &tag[i + 1..]);
+        let mut start = tag.len();
+        while start > 0 && tag[start - 1].is_ascii_digit() {
+            start -= 1;
+        }
+        let digits = &tag[start..];
         let mut n = 0u64;
-        if last.len() <= 19 {
-            for &d in last {
-                if !d.is_ascii_digit() {
-                    n = 0;
-                    break;
-                }
+        // A count is the last word (after a space) and fits: 19 digits always do.
+        if start > 0 && tag[start - 1] == b' ' && digits.len() <= 19 {
+            for &d in digits {
                 n = n * 10 + u64::from(d - b'0');
             }
         }
         let mut o = Outcome::default();
-        match verb {
-            b"SELECT" | b"FETCH" | b"COPY" | b"MOVE" => o.rows = n,
-            b"INSERT" | b"UPDATE" | b"DELETE" | b"MERGE" => o.affected = n,
+        // The verb is the first word: the tag begins with it and a space.
+        let verb = |w: &[u8]| tag.len() > w.len() && tag.starts_with(w) && tag[w.len()] == b' ';
+        match tag.first() {
+            Some(b'S') if verb(b"SELECT") => o.rows = n,
+            Some(b'F') if verb(b"FETCH") => o.rows = n,
+            Some(b'C') if verb(b"COPY") => o.rows = n,
+            Some(b'M') if verb(b"MOVE") => o.rows = n,
+            Some(b'I') if verb(b"INSERT") => o.affected = n,
+            Some(b'U') if verb(b"UPDATE") => o.affected = n,
+            Some(b'D') if verb(b"DELETE") => o.affected = n,
+            Some(b'M') if verb(b"MERGE") => o.affected = n,
             _ => {}
         }
         o
@@ -272,6 +273,14 @@ mod tests {
         assert_eq!(o(b"CREATE TABLE"), (0, 0));
         assert_eq!(o(b"SELECT x"), (0, 0));
         assert_eq!(o(b""), (0, 0));
+        assert_eq!(o(b"SELECT"), (0, 0));
+        assert_eq!(o(b"SELECTED 5"), (0, 0));
+        assert_eq!(o(b"FETCH 2\0"), (2, 0));
+        assert_eq!(o(b"COPY 9"), (9, 0));
+        assert_eq!(o(b"MOVE 4"), (4, 0));
+        assert_eq!(o(b"UPDATE 99999999999999999999"), (0, 0));
+        assert_eq!(o(b"5"), (0, 0));
+        assert_eq!(o(b" 5"), (0, 0));
     }
 
     fn took(d: Duration) -> (Duration, Instant) {
