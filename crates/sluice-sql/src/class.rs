@@ -110,6 +110,10 @@ fn surely_read(sql: &[u8]) -> bool {
             b'f' => &[b"for"],
             b'l' => &[b"lock"],
             b'a' => &[b"analyze"],
+            // What follows a `.` (past spaces) may be MariaDB's `seq.nextval`: a write
+            // with no `(`; a comment there is left to the tokens.
+            b'.' if sequence_after(&rest[i + 1..]) => return false,
+            b'.' => continue,
             _ => continue,
         };
         let at = &rest[i..];
@@ -124,8 +128,24 @@ fn surely_read(sql: &[u8]) -> bool {
     true
 }
 
+/// Whether what follows a `.` (past spaces) may be a sequence word, or a comment
+/// (left to the tokens).
+#[cold]
+fn sequence_after(s: &[u8]) -> bool {
+    let after = s.trim_ascii_start();
+    matches!(after.first(), Some(b'-' | b'#'))
+        || SEQUENCE_WORDS.iter().any(|w| {
+            after
+                .get(..w.len())
+                .is_some_and(|a| a.eq_ignore_ascii_case(w.as_bytes()))
+        })
+}
+
+/// MariaDB's `seq.nextval` / `seq.currval` (Oracle mode): writes with no call.
+const SEQUENCE_WORDS: [&str; 2] = ["nextval", "currval"];
+
 /// [`surely_read`]'s look at each byte: 0 for most; [`REFUSED`] for `(` `;` `/`; 1
-/// for the letters (either case) a write word begins with.
+/// for the letters (either case) a write word begins with, and `.`.
 const REFUSED: u8 = 2;
 static READ_BYTES: [u8; 256] = {
     let mut t = [0u8; 256];
@@ -136,6 +156,7 @@ static READ_BYTES: [u8; 256] = {
         t[c.to_ascii_uppercase() as usize] = 1;
         k += 1;
     }
+    t[b'.' as usize] = 1;
     t[b'(' as usize] = REFUSED;
     t[b';' as usize] = REFUSED;
     t[b'/' as usize] = REFUSED;
@@ -165,13 +186,20 @@ fn by_tokens(sql: &[u8], dialect: Dialect) -> Class {
             // A second statement: not looked into.
             return Class::Write;
         }
-        let escaped = before[1] == Some(Token::Punct(b'&')) && before[0].is_some_and(|b| b.is("u"));
-        before = [before[1], Some(t)];
+        let prev = before[1];
+        let escaped = prev == Some(Token::Punct(b'&')) && before[0].is_some_and(|b| b.is("u"));
+        before = [prev, Some(t)];
         match t {
             Token::Semicolon => ended = true,
             // (Lengths first: most words of a read are none of these.)
             Token::Word(w)
                 if WRITE_LENGTHS.contains(&w.len()) && WRITE_WORDS.iter().any(|k| t.is(k)) =>
+            {
+                return Class::Write;
+            }
+            // MariaDB's `seq.nextval` (Oracle mode), no call needed.
+            Token::Word(_)
+                if prev == Some(Token::Punct(b'.')) && SEQUENCE_WORDS.iter().any(|w| t.is(w)) =>
             {
                 return Class::Write;
             }
@@ -248,6 +276,14 @@ mod tests {
     }
 
     #[test]
+    fn the_byte_pass_knows_every_sequence_word() {
+        for w in SEQUENCE_WORDS {
+            let sql = format!("select s.{}", w.to_uppercase());
+            assert!(!surely_read(sql.as_bytes()), "{sql}");
+        }
+    }
+
+    #[test]
     fn the_byte_pass_knows_every_write_word() {
         // Every write word is found whatever its neighbours.
         assert!(surely_read(b"SELECT c FROM sluice_bench WHERE id = 12345"));
@@ -274,7 +310,8 @@ mod tests {
     /// Pieces of statements: write words, side-effect functions, comments, quotes.
     const PIECES: &[&str] = &[
         " a ", "FROM t", "fOr", " update ", "Lock", "into", "nextval", "nextval(", "(", ")", ";",
-        "'", "\"", "`", "-- ", "\n", "/*", "*/", "#", "$$", "\\", "get_lock", "x", "*",
+        "'", "\"", "`", "-- ", "\n", "/*", "*/", "#", "$$", "\\", "get_lock", "x", "*", ".",
+        "nextval", "CurrVal",
     ];
 
     proptest::proptest! {
@@ -370,6 +407,8 @@ mod tests {
             "SELECT FOUND_ROWS()",
             "SELECT `get_lock`('a', 1)",
             "SELECT \"get_lock\"('a', 1)",
+            "SELECT s.nextval",
+            "SELECT test.s.CURRVAL FROM dual",
             "SELECT test.`LAST_INSERT_ID`()",
         ] {
             assert_eq!(my(s), Class::Write, "{s}");
