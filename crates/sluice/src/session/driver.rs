@@ -296,10 +296,10 @@ pub fn run<R: Relay>(r: R) -> impl Future<Output = ()> + Send {
     }
 }
 
-/// What the loop awaits while a client sits idle is its own state; every step that
-/// handles an event runs in a box of its own, freed when the step is done, so an idle
-/// client's task holds only the wait (an allocation per event: tens of nanoseconds
-/// against kilobytes per connected client).
+/// What the loop awaits while a client sits idle is its own state; every step that may
+/// wait runs in a box of its own, freed when the step is done, so an idle client's task
+/// holds only the wait (an allocation per step: tens of nanoseconds against kilobytes
+/// per connected client). What the server sent is handled in place.
 async fn main_loop<R: Relay>(r: &mut R) -> End {
     let mut activity = true;
     if !r.io.cbuf.is_empty()
