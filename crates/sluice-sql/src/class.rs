@@ -82,7 +82,8 @@ pub fn classify(sql: &[u8], dialect: Dialect) -> Class {
 /// A SELECT that none of [`classify`]'s rules can call a write, seen in one pass over
 /// its bytes without tokens (a point select's classification: about 1,200
 /// instructions by tokens): no `(` (so no function call), no `;` (one statement), no
-/// `/` (no hint), and none of the write words anywhere, as a word or inside one.
+/// `/` (no hint), none of the write words anywhere, as a word or inside one, and no
+/// sequence word after a `.`.
 fn surely_read(sql: &[u8]) -> bool {
     let s = sql.trim_ascii_start();
     let Some((first, rest)) = s.split_at_checked(6) else {
@@ -113,7 +114,6 @@ fn surely_read(sql: &[u8]) -> bool {
             // What follows a `.` (past spaces) may be MariaDB's `seq.nextval`: a write
             // with no `(`; a comment there is left to the tokens.
             b'.' if sequence_after(&rest[i + 1..]) => return false,
-            b'.' => continue,
             _ => continue,
         };
         let at = &rest[i..];
@@ -209,18 +209,12 @@ fn by_tokens(sql: &[u8], dialect: Dialect) -> Class {
             // A call of a side-effect function, its name a word or quoted (`"nextval"(`,
             // MySQL's backticks, and its `"..."` under ANSI_QUOTES; any case, the safe
             // side).
-            Token::Word(name) | Token::Quoted(name) | Token::Str(name)
-                if tokens.peek() == Some(&Token::Punct(b'('))
-                    && SIDE_EFFECTS.iter().any(|w| {
-                        let name = match t {
-                            Token::Str(s) => s
-                                .strip_prefix(b"\"")
-                                .and_then(|s| s.strip_suffix(b"\""))
-                                .unwrap_or_default(),
-                            _ => name,
-                        };
-                        name.eq_ignore_ascii_case(w.as_bytes())
-                    }) =>
+            _ if tokens.peek() == Some(&Token::Punct(b'('))
+                && function_name(t).is_some_and(|n| {
+                    SIDE_EFFECTS
+                        .iter()
+                        .any(|w| n.eq_ignore_ascii_case(w.as_bytes()))
+                }) =>
             {
                 return Class::Write;
             }
@@ -228,6 +222,16 @@ fn by_tokens(sql: &[u8], dialect: Dialect) -> Class {
         }
     }
     Class::Read
+}
+
+/// The name a token gives a function it calls: a word, a quoted name, or (MySQL's
+/// ANSI_QUOTES) a `"..."` string.
+fn function_name(t: Token<'_>) -> Option<&[u8]> {
+    match t {
+        Token::Word(name) | Token::Quoted(name) => Some(name),
+        Token::Str(s) => s.strip_prefix(b"\"").and_then(|s| s.strip_suffix(b"\"")),
+        _ => None,
+    }
 }
 
 /// BEGIN / START TRANSACTION: read-only if it says so.

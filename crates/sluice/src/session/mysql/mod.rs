@@ -390,16 +390,18 @@ impl Relay {
                 self::muxed::Sharing::No => {}
             }
         }
-        let effects = if tx {
-            self.hold_once = false;
+        // (Session mode keeps no ledger, but rules and digests name the database.)
+        let effects = if tx || self.core.judging.is_some() {
+            if tx {
+                self.hold_once = false;
+            }
             let cbuf = std::mem::take(&mut *self.core.io.cbuf);
-            let e = self.command_effects(cmd, &cbuf[4..4 + len]);
-            *self.core.io.cbuf = cbuf;
-            e
-        } else if self.core.judging.is_some() {
-            // Session mode keeps no ledger, but rules and digests name the database.
-            let cbuf = std::mem::take(&mut *self.core.io.cbuf);
-            let e = self.schema_effects(cmd, &cbuf[4..4 + len]);
+            let payload = &cbuf[4..4 + len];
+            let e = if tx {
+                self.command_effects(cmd, payload)
+            } else {
+                self.schema_effects(cmd, payload)
+            };
             *self.core.io.cbuf = cbuf;
             e
         } else {
