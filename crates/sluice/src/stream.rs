@@ -4,6 +4,7 @@
 
 mod compressed;
 pub mod polls;
+mod records;
 pub mod spare;
 mod tls;
 pub use compressed::compress;

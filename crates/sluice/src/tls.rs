@@ -37,7 +37,7 @@ pub fn acceptor(cert: &Path, key: &Path) -> Result<crate::stream::Acceptor> {
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
         .with_single_cert(chain, key)?;
-    Ok(crate::stream::Acceptor::new(Arc::new(cfg)))
+    Ok(crate::stream::Acceptor::new(cfg))
 }
 
 /// Accepts any server certificate: libpq's `sslmode=require` (encryption without

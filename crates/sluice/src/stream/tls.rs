@@ -1,16 +1,15 @@
-//! TLS towards clients over rustls's unbuffered interface. rustls's buffered connection
-//! keeps a record buffer of at least 4 KiB for as long as the connection lives, and a
-//! heap chunk per record on each side; here the connection's buffers (records read,
-//! records to send, application bytes not yet taken) come from the thread's spares
-//! (spare.rs) while bytes pass and go back when they are empty, so an idle TLS client
-//! holds rustls's session state (keys, sequence numbers) and nothing else.
+//! TLS towards clients. rustls runs the handshake over its unbuffered interface; then
+//! the connection's keys come out of it and records.rs seals and opens the records,
+//! so that an idle client holds its keys and not rustls's whole connection and two
+//! cipher contexts. The connection's buffers (records read, records to send,
+//! application bytes not yet taken) come from the thread's spares (spare.rs) while
+//! bytes pass and go back when they are empty.
 
+use super::records::{self, Fatal, Records};
 use super::spare;
 use bytes::{Buf, BytesMut};
-use rustls::server::{ServerConnectionData, UnbufferedServerConnection};
-use rustls::unbuffered::{
-    ConnectionState, EncodeError, EncryptError, InsufficientSizeError, WriteTraffic,
-};
+use rustls::server::UnbufferedServerConnection;
+use rustls::unbuffered::{ConnectionState, EncodeError, InsufficientSizeError};
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -22,40 +21,40 @@ use tokio::net::TcpStream;
 const WRITE_CHUNK: usize = 64 * 1024;
 /// Encrypted bytes held unsent before a write waits for the socket.
 const HIGH_WATER: usize = 64 * 1024;
-/// TLS record header: type, version, length.
-const HEADER: usize = 5;
 
 /// Accepts clients' TLS handshakes with one server configuration.
 #[derive(Clone)]
 pub struct Acceptor(Arc<rustls::ServerConfig>);
 
 impl Acceptor {
-    pub fn new(config: Arc<rustls::ServerConfig>) -> Acceptor {
-        Acceptor(config)
+    /// The records after the handshake are Sluice's own: the configuration lets the
+    /// keys out of rustls.
+    pub fn new(mut config: rustls::ServerConfig) -> Acceptor {
+        config.enable_secret_extraction = true;
+        Acceptor(Arc::new(config))
     }
 
     /// Runs the server side of a TLS handshake on `tcp`.
     pub async fn accept(&self, tcp: TcpStream) -> io::Result<ServerTls> {
         let conn = UnbufferedServerConnection::new(self.0.clone()).map_err(tls_error)?;
-        let mut s = ServerTls {
-            io: tcp,
+        let mut h = Handshake {
             conn,
-            incoming: BytesMut::new(),
-            outgoing: BytesMut::new(),
-            plain: BytesMut::new(),
-            eof: false,
-            closing: false,
-            failed: None,
+            io: Io {
+                tcp,
+                incoming: BytesMut::new(),
+                outgoing: BytesMut::new(),
+                plain: BytesMut::new(),
+                eof: false,
+            },
         };
-        std::future::poll_fn(|cx| s.poll_handshake(cx)).await?;
-        Ok(s)
+        std::future::poll_fn(|cx| h.poll(cx)).await?;
+        h.finish()
     }
 }
 
-/// A client's TLS connection.
-pub struct ServerTls {
-    io: TcpStream,
-    conn: UnbufferedServerConnection,
+/// The socket and the connection's buffers.
+struct Io {
+    tcp: TcpStream,
     /// Records read and not yet processed (a partial record between reads).
     incoming: BytesMut,
     /// Records to send.
@@ -64,24 +63,69 @@ pub struct ServerTls {
     plain: BytesMut,
     /// The client has closed its side (close_notify, or the end of the stream).
     eof: bool,
-    /// Our close_notify is queued.
-    closing: bool,
-    /// The connection failed (a bad record, a handshake that could not agree).
-    failed: Option<io::ErrorKind>,
 }
 
-/// Writes a record for [`WriteTraffic`] into the buffer given: `Err(Some(n))` when it
-/// needs `n` bytes.
-type Writer<'a> = &'a mut dyn FnMut(
-    &mut WriteTraffic<'_, ServerConnectionData>,
-    &mut [u8],
-) -> Result<usize, Option<usize>>;
+impl Io {
+    /// Reads what the socket has after the records in hand, with room for the
+    /// record being read.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        loop {
+            if self.tcp.poll_read_ready(cx)?.is_pending() {
+                if self.incoming.is_empty() {
+                    spare::release(&mut self.incoming);
+                }
+                return Poll::Pending;
+            }
+            if self.incoming.capacity() == 0 {
+                self.incoming = spare::buf();
+            }
+            let have = self.incoming.len();
+            let record = match self.incoming.get(3..records::HEADER) {
+                Some(l) => records::HEADER + usize::from(u16::from_be_bytes([l[0], l[1]])),
+                None => records::HEADER,
+            };
+            let want = record.saturating_sub(have).max(4096);
+            if self.incoming.capacity() - have < want {
+                self.incoming.reserve(want);
+            }
+            match super::read_ready(&self.tcp, &mut self.incoming) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                r => return Poll::Ready(r),
+            }
+        }
+    }
 
-/// Where processing the records read so far stopped.
+    /// Sends the records queued; their buffer goes back to the spares once sent.
+    fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while !self.outgoing.is_empty() {
+            let n = ready!(Pin::new(&mut self.tcp).poll_write(cx, &self.outgoing))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.outgoing.advance(n);
+        }
+        spare::release(&mut self.outgoing);
+        Poll::Ready(Ok(()))
+    }
+
+    /// The connection failed: what is queued (an alert) goes out if the socket takes
+    /// it now, and the buffers go back.
+    fn abandon(&mut self) {
+        if !self.outgoing.is_empty() {
+            let _ = self.tcp.try_write(&self.outgoing);
+        }
+        for b in [&mut self.incoming, &mut self.outgoing, &mut self.plain] {
+            b.clear();
+            spare::release(b);
+        }
+    }
+}
+
+/// Where processing the handshake's records so far stopped.
 #[derive(PartialEq)]
 enum Next {
-    /// Application data may be sent.
-    Write,
+    /// The handshake is done.
+    Done,
     /// The handshake needs more from the client.
     Blocked,
     /// Both sides have closed.
@@ -131,43 +175,21 @@ fn encode_needs(e: EncodeError) -> Option<usize> {
     }
 }
 
-fn encrypt_needs(e: EncryptError) -> Option<usize> {
-    match e {
-        EncryptError::InsufficientSize(InsufficientSizeError { required_size }) => {
-            Some(required_size)
-        }
-        _ => None,
-    }
+/// A handshake in progress: rustls's connection and the socket.
+struct Handshake {
+    conn: UnbufferedServerConnection,
+    io: Io,
 }
 
-impl ServerTls {
-    pub fn tcp(&self) -> &TcpStream {
-        &self.io
-    }
-
-    /// Bytes of buffer the connection holds (outside rustls's own state).
-    #[cfg(test)]
-    fn held(&self) -> usize {
-        self.incoming.capacity() + self.outgoing.capacity() + self.plain.capacity()
-    }
-
+impl Handshake {
     /// Processes the records read so far: handshake messages are answered (the
-    /// answers queued in `outgoing`), application data is moved to `plain`. An error
-    /// ends the connection: rustls's alert for it is sent if the socket takes it at
-    /// once, and every later call answers the same error.
+    /// answers queued in `outgoing`), application data that came with the client's
+    /// last flight is moved to `plain`. An error ends the handshake, rustls's alert
+    /// for it sent if the socket takes it at once.
     fn process(&mut self) -> io::Result<Next> {
-        self.process_with(None)
-    }
-
-    /// [`ServerTls::process`], and once application data may be sent, `write` (a
-    /// writer and the length of what it writes) writes its record into `outgoing`.
-    fn process_with(&mut self, mut write: Option<(Writer<'_>, usize)>) -> io::Result<Next> {
-        if let Some(kind) = self.failed {
-            return Err(kind.into());
-        }
         loop {
-            let (discard, step) = self.step(&mut write);
-            self.incoming.advance(discard);
+            let (discard, step) = self.step();
+            self.io.incoming.advance(discard);
             match step {
                 Ok(None) => {}
                 Ok(Some(next)) => return Ok(next),
@@ -178,19 +200,9 @@ impl ServerTls {
 
     /// One state of rustls's machine handled: the bytes of `incoming` to discard, and
     /// where processing stopped (None: go on).
-    fn step(
-        &mut self,
-        write: &mut Option<(Writer<'_>, usize)>,
-    ) -> (usize, io::Result<Option<Next>>) {
-        let Self {
-            conn,
-            incoming,
-            outgoing,
-            plain,
-            eof,
-            ..
-        } = self;
-        let status = conn.process_tls_records(&mut incoming[..]);
+    fn step(&mut self) -> (usize, io::Result<Option<Next>>) {
+        let Self { conn, io } = self;
+        let status = conn.process_tls_records(&mut io.incoming[..]);
         let discard = status.discard;
         let state = match status.state {
             Ok(state) => state,
@@ -203,16 +215,17 @@ impl ServerTls {
                         Ok(record) => record,
                         Err(e) => return (discard, Err(tls_error(e))),
                     };
-                    if plain.capacity() == 0 {
-                        *plain = spare::buf();
+                    if io.plain.capacity() == 0 {
+                        io.plain = spare::buf();
                     }
-                    plain.extend_from_slice(record.payload);
+                    io.plain.extend_from_slice(record.payload);
                 }
                 Ok(None)
             }
-            ConnectionState::EncodeTlsData(mut e) => {
-                append(outgoing, 2048, |b| e.encode(b).map_err(encode_needs)).map(|()| None)
-            }
+            ConnectionState::EncodeTlsData(mut e) => append(&mut io.outgoing, 2048, |b| {
+                e.encode(b).map_err(encode_needs)
+            })
+            .map(|()| None),
             // rustls only needs to know the records are on their way: `outgoing` is
             // sent first in, first out, before anything encrypted after them.
             ConnectionState::TransmitTlsData(t) => {
@@ -220,109 +233,119 @@ impl ServerTls {
                 Ok(None)
             }
             ConnectionState::PeerClosed => {
-                *eof = true;
+                io.eof = true;
                 Ok(None)
             }
             ConnectionState::Closed => Ok(Some(Next::Closed)),
             ConnectionState::BlockedHandshake => Ok(Some(Next::Blocked)),
-            ConnectionState::WriteTraffic(mut w) => match write.take() {
-                Some((f, len)) => {
-                    // A record's header, tag and content type, per 16 KiB.
-                    let size = len + (len / 16384 + 1) * 64;
-                    append(outgoing, size, |b| f(&mut w, b)).map(|()| Some(Next::Write))
-                }
-                None => Ok(Some(Next::Write)),
-            },
+            ConnectionState::WriteTraffic(_) => Ok(Some(Next::Done)),
             // Early data is never accepted (max_early_data_size is 0).
             _ => Err(io::Error::other("unexpected TLS state")),
         };
         (discard, next)
     }
 
-    /// The connection failed with `e`: the alert rustls queued for it goes out if the
-    /// socket takes it now, and the buffers go back.
+    /// The handshake failed with `e`: the alert rustls queued for it goes out if the
+    /// socket takes it now.
     fn fail(&mut self, e: io::Error) -> io::Error {
-        self.failed = Some(e.kind());
         if self.conn.wants_write() {
-            let Self {
-                conn,
-                incoming,
-                outgoing,
-                ..
-            } = self;
-            let status = conn.process_tls_records(&mut incoming[..]);
+            let Self { conn, io } = self;
+            let status = conn.process_tls_records(&mut io.incoming[..]);
             if let Ok(ConnectionState::EncodeTlsData(mut alert)) = status.state {
-                let _ = append(outgoing, 64, |b| alert.encode(b).map_err(encode_needs));
+                let _ = append(&mut io.outgoing, 64, |b| {
+                    alert.encode(b).map_err(encode_needs)
+                });
             }
         }
-        if !self.outgoing.is_empty() {
-            let _ = self.io.try_write(&self.outgoing);
-        }
-        for b in [&mut self.incoming, &mut self.outgoing, &mut self.plain] {
-            b.clear();
-            spare::release(b);
-        }
+        self.io.abandon();
         e
     }
 
-    /// Reads what the socket has after the records in hand, with room for the
-    /// record being read.
-    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
-        loop {
-            if self.io.poll_read_ready(cx)?.is_pending() {
-                if self.incoming.is_empty() {
-                    spare::release(&mut self.incoming);
-                }
-                return Poll::Pending;
-            }
-            if self.incoming.capacity() == 0 {
-                self.incoming = spare::buf();
-            }
-            let have = self.incoming.len();
-            let record = match self.incoming.get(3..HEADER) {
-                Some(l) => HEADER + usize::from(u16::from_be_bytes([l[0], l[1]])),
-                None => HEADER,
-            };
-            let want = record.saturating_sub(have).max(4096);
-            if self.incoming.capacity() - have < want {
-                self.incoming.reserve(want);
-            }
-            match super::read_ready(&self.io, &mut self.incoming) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                r => return Poll::Ready(r),
-            }
-        }
-    }
-
-    /// Sends the records queued; their buffer goes back to the spares once sent.
-    fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        while !self.outgoing.is_empty() {
-            let n = ready!(Pin::new(&mut self.io).poll_write(cx, &self.outgoing))?;
-            if n == 0 {
-                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
-            }
-            self.outgoing.advance(n);
-        }
-        spare::release(&mut self.outgoing);
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_handshake(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         loop {
             let next = self.process()?;
-            ready!(self.poll_send(cx))?;
-            if next == Next::Write && !self.conn.is_handshaking() {
-                if self.incoming.is_empty() {
-                    spare::release(&mut self.incoming);
-                }
+            ready!(self.io.poll_send(cx))?;
+            if next == Next::Done && !self.conn.is_handshaking() {
                 return Poll::Ready(Ok(()));
             }
-            if next == Next::Closed || self.eof {
+            if next == Next::Closed || self.io.eof {
                 return Poll::Ready(Err(io::ErrorKind::UnexpectedEof.into()));
             }
-            if ready!(self.poll_fill(cx))? == 0 {
+            if ready!(self.io.poll_fill(cx))? == 0 {
                 return Poll::Ready(Err(io::ErrorKind::UnexpectedEof.into()));
             }
+        }
+    }
+
+    /// The connection after its handshake: the keys come out of rustls, and records
+    /// that came after the client's last flight are opened.
+    fn finish(self) -> io::Result<ServerTls> {
+        let Handshake { conn, io } = self;
+        let (secrets, kernel) = conn.dangerous_into_kernel_connection().map_err(tls_error)?;
+        let records = Records::new(secrets, kernel).map_err(|f| io::Error::other(f.what))?;
+        let mut s = ServerTls {
+            io,
+            records,
+            closing: false,
+            failed: None,
+        };
+        s.open()?;
+        if s.io.incoming.is_empty() {
+            spare::release(&mut s.io.incoming);
+        }
+        Ok(s)
+    }
+}
+
+/// A client's TLS connection.
+pub struct ServerTls {
+    io: Io,
+    records: Records,
+    /// Our close_notify is queued.
+    closing: bool,
+    /// The connection failed (a bad record, the stream cut inside a record).
+    failed: Option<io::ErrorKind>,
+}
+
+impl ServerTls {
+    pub fn tcp(&self) -> &TcpStream {
+        &self.io.tcp
+    }
+
+    /// Bytes of buffer the connection holds (outside the keys).
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.io.incoming.capacity() + self.io.outgoing.capacity() + self.io.plain.capacity()
+    }
+
+    /// Opens the whole records read so far; a bad one ends the connection, its alert
+    /// sent if the socket takes it at once, and every later call answers the same
+    /// error.
+    fn open(&mut self) -> io::Result<()> {
+        let io = &mut self.io;
+        match self
+            .records
+            .open(&mut io.incoming, &mut io.plain, &mut io.outgoing)
+        {
+            Ok(closed) => {
+                if closed {
+                    io.eof = true;
+                }
+                Ok(())
+            }
+            Err(f) => Err(self.fail(io::ErrorKind::InvalidData, Some(&f))),
+        }
+    }
+
+    fn fail(&mut self, kind: io::ErrorKind, f: Option<&Fatal>) -> io::Error {
+        self.failed = Some(kind);
+        if let Some(f) = f {
+            self.records.alert(f, &mut self.io.outgoing);
+        }
+        self.io.abandon();
+        match f {
+            Some(f) => io::Error::new(kind, f.what),
+            None => kind.into(),
         }
     }
 
@@ -330,35 +353,35 @@ impl ServerTls {
     /// closed (Ok(false)).
     fn poll_plain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
         loop {
-            if !self.plain.is_empty() {
+            if !self.io.plain.is_empty() {
                 return Poll::Ready(Ok(true));
             }
             if let Some(kind) = self.failed {
                 return Poll::Ready(Err(kind.into()));
             }
-            if self.eof {
+            if self.io.eof {
                 return Poll::Ready(Ok(false));
             }
-            // Answers to the client's handshake messages (a key update) go out as the
-            // socket takes them.
-            if let Poll::Ready(Err(e)) = self.poll_send(cx) {
+            // The answer to the client's key update goes out as the socket takes it.
+            if let Poll::Ready(Err(e)) = self.io.poll_send(cx) {
                 return Poll::Ready(Err(e));
             }
-            if ready!(self.poll_fill(cx))? == 0 {
-                if !self.incoming.is_empty() {
+            if ready!(self.io.poll_fill(cx))? == 0 {
+                if !self.io.incoming.is_empty() {
                     // The stream ended inside a record.
-                    return Poll::Ready(Err(self.fail(io::ErrorKind::UnexpectedEof.into())));
+                    let e = self.fail(io::ErrorKind::UnexpectedEof, None);
+                    return Poll::Ready(Err(e));
                 }
-                self.eof = true;
-            } else if self.process()? == Next::Closed {
-                self.eof = true;
+                self.io.eof = true;
+            } else {
+                self.open()?;
             }
-            if self.eof {
+            if self.io.eof {
                 // Nothing after the client's close_notify is read.
-                self.incoming.clear();
+                self.io.incoming.clear();
             }
-            if self.incoming.is_empty() {
-                spare::release(&mut self.incoming);
+            if self.io.incoming.is_empty() {
+                spare::release(&mut self.io.incoming);
             }
         }
     }
@@ -376,18 +399,19 @@ impl ServerTls {
             return Poll::Ready(Ok(0));
         }
         let buf = buf.buf();
-        let n = self.plain.len();
+        let plain = &mut self.io.plain;
+        let n = plain.len();
         if buf.is_empty() {
-            std::mem::swap(buf, &mut self.plain);
-            self.plain.clear();
+            std::mem::swap(buf, plain);
+            plain.clear();
         } else {
             if buf.capacity() - buf.len() < n.max(1024) {
                 buf.reserve(n.max(chunk));
             }
-            buf.extend_from_slice(&self.plain);
-            self.plain.clear();
+            buf.extend_from_slice(plain);
+            plain.clear();
         }
-        spare::release(&mut self.plain);
+        spare::release(plain);
         Poll::Ready(Ok(n))
     }
 
@@ -397,41 +421,35 @@ impl ServerTls {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         if ready!(self.poll_plain(cx))? {
-            let n = buf.remaining().min(self.plain.len());
-            buf.put_slice(&self.plain[..n]);
-            self.plain.advance(n);
-            if self.plain.is_empty() {
-                spare::release(&mut self.plain);
+            let plain = &mut self.io.plain;
+            let n = buf.remaining().min(plain.len());
+            buf.put_slice(&plain[..n]);
+            plain.advance(n);
+            if plain.is_empty() {
+                spare::release(plain);
             }
         }
         Poll::Ready(Ok(()))
     }
 
     pub fn poll_write(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
-        if self.outgoing.len() >= HIGH_WATER {
-            ready!(self.poll_send(cx))?;
+        if let Some(kind) = self.failed {
+            return Poll::Ready(Err(kind.into()));
+        }
+        if self.io.outgoing.len() >= HIGH_WATER {
+            ready!(self.io.poll_send(cx))?;
         }
         if self.closing {
             return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
         }
         let data = &data[..data.len().min(WRITE_CHUNK)];
-        self.encrypt(
-            &mut |w, b| w.encrypt(data, b).map_err(encrypt_needs),
-            data.len(),
-        )?;
-        if let Poll::Ready(Err(e)) = self.poll_send(cx) {
+        if let Err(f) = self.records.seal(data, &mut self.io.outgoing) {
+            return Poll::Ready(Err(self.fail(io::ErrorKind::InvalidData, Some(&f))));
+        }
+        if let Poll::Ready(Err(e)) = self.io.poll_send(cx) {
             return Poll::Ready(Err(e));
         }
         Poll::Ready(Ok(data.len()))
-    }
-
-    /// Writes an application-data record (or an alert) with `f` into `outgoing`.
-    fn encrypt(&mut self, f: Writer<'_>, len: usize) -> io::Result<()> {
-        match self.process_with(Some((f, len)))? {
-            Next::Write => Ok(()),
-            Next::Blocked => Err(io::Error::other("TLS handshake not finished")),
-            Next::Closed => Err(io::ErrorKind::BrokenPipe.into()),
-        }
     }
 
     /// A failed connection has lost what it held unsent: a flush says so.
@@ -439,20 +457,17 @@ impl ServerTls {
         if let Some(kind) = self.failed {
             return Poll::Ready(Err(kind.into()));
         }
-        self.poll_send(cx)
+        self.io.poll_send(cx)
     }
 
     pub fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if !self.closing {
+        if !self.closing && self.failed.is_none() {
             self.closing = true;
             // Best effort: a client that has gone gets no close_notify.
-            let _ = self.encrypt(
-                &mut |w, b| w.queue_close_notify(b).map_err(encrypt_needs),
-                0,
-            );
+            let _ = self.records.close_notify(&mut self.io.outgoing);
         }
-        ready!(self.poll_send(cx))?;
-        ready!(Pin::new(&mut self.io).poll_shutdown(cx))?;
+        ready!(self.io.poll_send(cx))?;
+        ready!(Pin::new(&mut self.io.tcp).poll_shutdown(cx))?;
         Poll::Ready(match self.failed {
             Some(kind) => Err(kind.into()),
             None => Ok(()),

@@ -4,33 +4,137 @@ use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-fn acceptor() -> Acceptor {
+type Client = tokio_rustls::client::TlsStream<TcpStream>;
+
+/// An acceptor with a fresh certificate, and the certificate.
+fn acceptor_and_cert() -> (Acceptor, rustls::pki_types::CertificateDer<'static>) {
     let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ck.key_pair.serialize_der()));
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let cert = ck.cert.der().clone();
     let cfg = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_no_client_auth()
-        .with_single_cert(vec![ck.cert.der().clone()], key)
+        .with_single_cert(vec![cert.clone()], key)
         .unwrap();
-    Acceptor::new(Arc::new(cfg))
+    (Acceptor::new(cfg), cert)
+}
+
+fn acceptor() -> Acceptor {
+    acceptor_and_cert().0
 }
 
 /// A client's TLS connection to a fresh acceptor, and the accepted server side.
-async fn pair() -> (tokio_rustls::client::TlsStream<TcpStream>, ServerTls) {
+async fn pair() -> (Client, ServerTls) {
+    pair_with(acceptor(), crate::tls::connector(None).unwrap()).await
+}
+
+async fn pair_with(acc: Acceptor, connector: tokio_rustls::TlsConnector) -> (Client, ServerTls) {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
-    let acc = acceptor();
     let server = tokio::spawn(async move {
         let (tcp, _) = l.accept().await.unwrap();
         acc.accept(tcp).await.unwrap()
     });
     let tcp = TcpStream::connect(addr).await.unwrap();
-    let connector = crate::tls::connector(None).unwrap();
     let name = ServerName::try_from("localhost").unwrap();
     let client = connector.connect(name, tcp).await.unwrap();
     (client, server.await.unwrap())
+}
+
+/// A client that offers only `suite`, over the protocol version it belongs to.
+async fn pair_on(suite: rustls::CipherSuite) -> (Client, ServerTls) {
+    let (acc, cert) = acceptor_and_cert();
+    let mut provider = rustls::crypto::aws_lc_rs::default_provider();
+    provider.cipher_suites.retain(|s| s.suite() == suite);
+    let version = match provider.cipher_suites[..] {
+        [rustls::SupportedCipherSuite::Tls13(_)] => &rustls::version::TLS13,
+        [rustls::SupportedCipherSuite::Tls12(_)] => &rustls::version::TLS12,
+        _ => panic!("{suite:?} not offered"),
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert).unwrap();
+    let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(&[version])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    pair_with(acc, tokio_rustls::TlsConnector::from(Arc::new(cfg))).await
+}
+
+/// Statements' worth each way, then the client closes.
+async fn exchange(client: &mut Client, server: &mut Stream, rounds: usize) {
+    for i in 0..rounds {
+        let ask: Vec<u8> = (0..100 + i * 997).map(|b| (b * 3 + i) as u8).collect();
+        client.write_all(&ask).await.unwrap();
+        client.flush().await.unwrap();
+        assert_eq!(read_n(server, ask.len()).await, ask);
+        let answer: Vec<u8> = (0..50 + i * 4099).map(|b| (b * 5 + i) as u8).collect();
+        server.write_all(&answer).await.unwrap();
+        server.flush().await.unwrap();
+        let mut got = vec![0u8; answer.len()];
+        client.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, answer);
+    }
+}
+
+#[tokio::test]
+async fn every_suite_rustls_offers_carries_bytes_both_ways() {
+    use rustls::CipherSuite as S;
+    for suite in [
+        S::TLS13_AES_128_GCM_SHA256,
+        S::TLS13_AES_256_GCM_SHA384,
+        S::TLS13_CHACHA20_POLY1305_SHA256,
+        S::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+        S::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+        S::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+    ] {
+        let (mut client, server) = pair_on(suite).await;
+        assert_eq!(
+            client
+                .get_ref()
+                .1
+                .negotiated_cipher_suite()
+                .unwrap()
+                .suite(),
+            suite
+        );
+        let mut server = Stream::TlsServer(Box::new(server));
+        exchange(&mut client, &mut server, 8).await;
+        client.shutdown().await.unwrap();
+        let mut rest = Vec::new();
+        assert_eq!(server.read_to_end(&mut rest).await.unwrap(), 0, "{suite:?}");
+    }
+}
+
+#[tokio::test]
+async fn at_the_key_limit_tls13_updates_its_key_and_tls12_ends() {
+    let (mut client, mut server) = pair().await;
+    server.records.limit_after(3);
+    let mut server = Stream::TlsServer(Box::new(server));
+    // Each answer is several records: the key changes more than once.
+    exchange(&mut client, &mut server, 6).await;
+    let Stream::TlsServer(s) = &server else {
+        unreachable!()
+    };
+    assert!(
+        s.records.sealed() <= 3,
+        "the key was updated: its count began again"
+    );
+    let (mut client, mut server) =
+        pair_on(rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256).await;
+    server.records.limit_after(3);
+    let mut server = Stream::TlsServer(Box::new(server));
+    exchange(&mut client, &mut server, 1).await;
+    let e = server
+        .write_all(&[7u8; 40_000])
+        .await
+        .expect_err("past the limit");
+    assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+    // The client hears a close_notify.
+    let mut rest = Vec::new();
+    assert_eq!(client.read_to_end(&mut rest).await.unwrap(), 0);
 }
 
 /// Reads through the session's path (`Stream::poll_read_grow`) until `n` bytes came.

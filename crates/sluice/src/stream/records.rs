@@ -1,0 +1,447 @@
+//! The TLS record layer towards a client once its handshake is done. rustls runs the
+//! handshake (tls.rs); then the connection's keys come out of it
+//! (`dangerous_into_kernel_connection`) and records are sealed and opened here, with a
+//! cipher context made from the bare key for each burst of records and dropped after
+//! it. rustls keeps only what a TLS 1.3 key update needs. An idle client so holds its
+//! keys and sequence numbers where rustls's connection held its whole state and a
+//! cipher context each way (key schedule and GHASH tables, about 3.5 KiB in all).
+//!
+//! TLS 1.3 (RFC 8446 section 5) and TLS 1.2's AEAD suites (RFC 5288, RFC 7905), the
+//! suites rustls offers.
+
+use super::spare;
+use aws_lc_rs::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
+use bytes::{Buf, BufMut, BytesMut};
+use rustls::kernel::KernelConnection;
+use rustls::server::ServerConnectionData;
+use rustls::{ConnectionTrafficSecrets, ExtractedSecrets, ProtocolVersion, SupportedCipherSuite};
+
+/// Record header: type, version, length.
+pub const HEADER: usize = 5;
+const TAG: usize = 16;
+/// Most plaintext bytes in a record.
+const MAX_PLAIN: usize = 16384;
+/// Longest record body accepted (RFC 5246 6.2.3 allows 2,048 bytes of expansion; RFC
+/// 8446 5.2 256).
+const MAX_BODY: usize = MAX_PLAIN + 2048;
+/// TLS 1.2 AES-GCM's explicit nonce in each record.
+const EXPLICIT: usize = 8;
+
+const ALERT: u8 = 21;
+const HANDSHAKE: u8 = 22;
+const APPLICATION_DATA: u8 = 23;
+const KEY_UPDATE: u8 = 24;
+
+const CLOSE_NOTIFY: u8 = 0;
+const UNEXPECTED_MESSAGE: u8 = 10;
+const BAD_RECORD_MAC: u8 = 20;
+const RECORD_OVERFLOW: u8 = 22;
+const ILLEGAL_PARAMETER: u8 = 47;
+const DECODE_ERROR: u8 = 50;
+const INTERNAL_ERROR: u8 = 80;
+const USER_CANCELED: u8 = 90;
+const NO_RENEGOTIATION: u8 = 100;
+
+/// A connection-ending failure: the alert to send (none when the client sent one) and
+/// what went wrong.
+#[derive(Debug)]
+pub struct Fatal {
+    pub alert: Option<u8>,
+    pub what: &'static str,
+}
+
+fn fatal(alert: u8, what: &'static str) -> Fatal {
+    Fatal {
+        alert: Some(alert),
+        what,
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Cipher {
+    Aes128Gcm,
+    Aes256Gcm,
+    Chacha20Poly1305,
+}
+
+/// One direction's key, IV and sequence number.
+struct Way {
+    cipher: Cipher,
+    key: [u8; 32],
+    iv: [u8; 12],
+    seq: u64,
+}
+
+impl Way {
+    fn new((seq, secrets): (u64, ConnectionTrafficSecrets)) -> Result<Way, Fatal> {
+        let (cipher, key, iv) = match &secrets {
+            ConnectionTrafficSecrets::Aes128Gcm { key, iv } => (Cipher::Aes128Gcm, key, iv),
+            ConnectionTrafficSecrets::Aes256Gcm { key, iv } => (Cipher::Aes256Gcm, key, iv),
+            ConnectionTrafficSecrets::Chacha20Poly1305 { key, iv } => {
+                (Cipher::Chacha20Poly1305, key, iv)
+            }
+            _ => return Err(fatal(INTERNAL_ERROR, "TLS cipher not supported")),
+        };
+        let mut way = Way {
+            cipher,
+            key: [0; 32],
+            iv: [0; 12],
+            seq,
+        };
+        let (key, iv) = (key.as_ref(), iv.as_ref());
+        let (Some(k), Some(i)) = (way.key.get_mut(..key.len()), way.iv.get_mut(..iv.len())) else {
+            return Err(fatal(INTERNAL_ERROR, "TLS key of an unexpected size"));
+        };
+        k.copy_from_slice(key);
+        i.copy_from_slice(iv);
+        Ok(way)
+    }
+
+    /// The cipher context for a burst of records.
+    fn context(&self) -> Result<LessSafeKey, Fatal> {
+        let (algorithm, len) = match self.cipher {
+            Cipher::Aes128Gcm => (&aead::AES_128_GCM, 16),
+            Cipher::Aes256Gcm => (&aead::AES_256_GCM, 32),
+            Cipher::Chacha20Poly1305 => (&aead::CHACHA20_POLY1305, 32),
+        };
+        UnboundKey::new(algorithm, &self.key[..len])
+            .map(LessSafeKey::new)
+            .map_err(|_| fatal(INTERNAL_ERROR, "TLS key rejected"))
+    }
+
+    /// The next record's sequence number, and the nonce for it (the IV with the
+    /// sequence number in its last 8 bytes).
+    fn next(&mut self) -> Result<(u64, [u8; 12]), Fatal> {
+        let seq = self.seq;
+        self.seq = seq
+            .checked_add(1)
+            .ok_or_else(|| fatal(INTERNAL_ERROR, "TLS sequence number exhausted"))?;
+        let mut nonce = self.iv;
+        for (n, s) in nonce[4..].iter_mut().zip(seq.to_be_bytes()) {
+            *n ^= s;
+        }
+        Ok((seq, nonce))
+    }
+}
+
+impl Drop for Way {
+    fn drop(&mut self) {
+        for b in self.key.iter_mut().chain(self.iv.iter_mut()) {
+            // SAFETY: `b` is a valid, aligned reference to a byte of this value.
+            unsafe { std::ptr::write_volatile(b, 0) };
+        }
+    }
+}
+
+/// A client connection's record layer after the handshake.
+pub struct Records {
+    tls13: bool,
+    /// TLS 1.2 AES-GCM: records carry an explicit nonce.
+    explicit: bool,
+    /// Records sealed under one key before a key update (TLS 1.3) or the end (TLS
+    /// 1.2): the suite's confidentiality limit, less a margin.
+    limit: u64,
+    tx: Way,
+    rx: Way,
+    /// rustls's key schedule, for TLS 1.3 key updates.
+    updates: Option<Box<KernelConnection<ServerConnectionData>>>,
+}
+
+impl Records {
+    pub fn new(
+        secrets: ExtractedSecrets,
+        kernel: KernelConnection<ServerConnectionData>,
+    ) -> Result<Records, Fatal> {
+        let tls13 = kernel.protocol_version() == ProtocolVersion::TLSv1_3;
+        let limit = match kernel.negotiated_cipher_suite() {
+            SupportedCipherSuite::Tls13(s) => s.common.confidentiality_limit,
+            SupportedCipherSuite::Tls12(s) => s.common.confidentiality_limit,
+        };
+        let tx = Way::new(secrets.tx)?;
+        let rx = Way::new(secrets.rx)?;
+        Ok(Records {
+            tls13,
+            explicit: !tls13 && tx.cipher != Cipher::Chacha20Poly1305,
+            limit: limit - limit / 16,
+            tx,
+            rx,
+            updates: tls13.then(|| Box::new(kernel)),
+        })
+    }
+
+    /// The key's limit `n` records from now.
+    #[cfg(test)]
+    pub fn limit_after(&mut self, n: u64) {
+        self.limit = self.tx.seq + n;
+    }
+
+    /// Records sealed under the current key.
+    #[cfg(test)]
+    pub fn sealed(&self) -> u64 {
+        self.tx.seq
+    }
+
+    /// Opens the whole records at the front of `incoming`: application bytes go to
+    /// the end of `plain`, the answer to a key update is sealed into `out`. Answers
+    /// true when the client's close_notify came (nothing after it is read).
+    pub fn open(
+        &mut self,
+        incoming: &mut BytesMut,
+        plain: &mut BytesMut,
+        out: &mut BytesMut,
+    ) -> Result<bool, Fatal> {
+        let mut context = None;
+        while let Some(&[typ, major, _, l0, l1]) = incoming.get(..HEADER) {
+            let len = usize::from(u16::from_be_bytes([l0, l1]));
+            if len > MAX_BODY {
+                return Err(fatal(RECORD_OVERFLOW, "TLS record too long"));
+            }
+            if major != 3 {
+                return Err(fatal(DECODE_ERROR, "TLS record of an unknown version"));
+            }
+            let Some(body) = incoming.get(HEADER..HEADER + len) else {
+                return Ok(false);
+            };
+            let expected = match typ {
+                APPLICATION_DATA => true,
+                ALERT | HANDSHAKE => !self.tls13,
+                _ => false,
+            };
+            if !expected {
+                return Err(fatal(UNEXPECTED_MESSAGE, "unexpected TLS record type"));
+            }
+            let explicit = if self.explicit { EXPLICIT } else { 0 };
+            if len < explicit + TAG {
+                return Err(fatal(BAD_RECORD_MAC, "TLS record too short"));
+            }
+            let ctx = match &context {
+                Some(ctx) => ctx,
+                None => context.insert(self.rx.context()?),
+            };
+            let (seq, mut nonce) = self.rx.next()?;
+            if self.explicit {
+                nonce[4..].copy_from_slice(&body[..EXPLICIT]);
+            }
+            let header = [typ, major, incoming[2], l0, l1];
+            let aad = tls12_aad(seq, typ, len - explicit - TAG);
+            if plain.capacity() == 0 {
+                *plain = spare::buf();
+            }
+            let start = plain.len();
+            plain.extend_from_slice(&body[explicit..]);
+            incoming.advance(HEADER + len);
+            let opened = ctx.open_in_place(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(if self.tls13 { &header[..] } else { &aad[..] }),
+                &mut plain[start..],
+            );
+            let Ok(opened) = opened else {
+                return Err(fatal(BAD_RECORD_MAC, "TLS record failed to decrypt"));
+            };
+            let mut end = start + opened.len();
+            let mut typ = typ;
+            if self.tls13 {
+                // The content type is the last byte not zero (RFC 8446 5.4).
+                while end > start && plain[end - 1] == 0 {
+                    end -= 1;
+                }
+                if end == start {
+                    return Err(fatal(UNEXPECTED_MESSAGE, "TLS record without a type"));
+                }
+                end -= 1;
+                typ = plain[end];
+            }
+            if end - start > MAX_PLAIN {
+                return Err(fatal(RECORD_OVERFLOW, "TLS record too long"));
+            }
+            if typ == APPLICATION_DATA {
+                plain.truncate(end);
+                continue;
+            }
+            // An alert or a handshake message: a few bytes, taken out of `plain`.
+            let mut message = [0u8; 8];
+            let n = end - start;
+            if n > message.len() {
+                return Err(fatal(UNEXPECTED_MESSAGE, "unexpected TLS message"));
+            }
+            message[..n].copy_from_slice(&plain[start..end]);
+            plain.truncate(start);
+            let message = &message[..n];
+            match typ {
+                ALERT => {
+                    match *message {
+                        [_, CLOSE_NOTIFY] => {
+                            incoming.clear();
+                            return Ok(true);
+                        }
+                        // user_canceled comes before a close_notify; TLS 1.2's
+                        // other warnings are ignored too.
+                        [_, USER_CANCELED] => {}
+                        [1, _] if !self.tls13 => {}
+                        [_, _] => {
+                            return Err(Fatal {
+                                alert: None,
+                                what: "the client sent a TLS alert",
+                            });
+                        }
+                        _ => return Err(fatal(DECODE_ERROR, "malformed TLS alert")),
+                    }
+                }
+                HANDSHAKE => {
+                    if self.key_update(message, out)? {
+                        // Records after it are under the client's next key.
+                        context = None;
+                    }
+                }
+                _ => return Err(fatal(UNEXPECTED_MESSAGE, "unexpected TLS message")),
+            }
+        }
+        Ok(false)
+    }
+
+    /// Handles a handshake record after the handshake: TLS 1.3's KeyUpdate is the
+    /// only message a client may send then. Answers whether the read key changed.
+    fn key_update(&mut self, message: &[u8], out: &mut BytesMut) -> Result<bool, Fatal> {
+        if !self.tls13 {
+            return Err(fatal(
+                NO_RENEGOTIATION,
+                "TLS renegotiation is not supported",
+            ));
+        }
+        let requested = match message {
+            [KEY_UPDATE, 0, 0, 1, r @ (0 | 1)] => *r == 1,
+            [KEY_UPDATE, 0, 0, 1, _] => {
+                return Err(fatal(ILLEGAL_PARAMETER, "bad TLS KeyUpdate"));
+            }
+            [KEY_UPDATE, ..] => return Err(fatal(DECODE_ERROR, "malformed TLS KeyUpdate")),
+            _ => {
+                return Err(fatal(
+                    UNEXPECTED_MESSAGE,
+                    "unexpected TLS handshake message",
+                ));
+            }
+        };
+        let updates = self.updates()?;
+        let next = updates
+            .update_rx_secret()
+            .map_err(|_| fatal(INTERNAL_ERROR, "TLS key update failed"))?;
+        self.rx = Way::new(next)?;
+        if requested {
+            self.update_tx(out)?;
+        }
+        Ok(true)
+    }
+
+    fn updates(&mut self) -> Result<&mut KernelConnection<ServerConnectionData>, Fatal> {
+        self.updates
+            .as_deref_mut()
+            .ok_or_else(|| fatal(INTERNAL_ERROR, "no TLS key schedule"))
+    }
+
+    /// Sends a KeyUpdate (not asking for one back) and moves to the next write key.
+    fn update_tx(&mut self, out: &mut BytesMut) -> Result<(), Fatal> {
+        let ctx = self.tx.context()?;
+        self.seal_one(&ctx, HANDSHAKE, &[KEY_UPDATE, 0, 0, 1, 0], out)?;
+        let next = self
+            .updates()?
+            .update_tx_secret()
+            .map_err(|_| fatal(INTERNAL_ERROR, "TLS key update failed"))?;
+        self.tx = Way::new(next)?;
+        Ok(())
+    }
+
+    /// Seals `data` as application-data records at the end of `out`.
+    pub fn seal(&mut self, data: &[u8], out: &mut BytesMut) -> Result<(), Fatal> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.seal_typed(APPLICATION_DATA, data, out)
+    }
+
+    /// Seals a close_notify alert.
+    pub fn close_notify(&mut self, out: &mut BytesMut) -> Result<(), Fatal> {
+        self.seal_typed(ALERT, &[1, CLOSE_NOTIFY], out)
+    }
+
+    /// Seals the alert for `f`, if it has one (past the key's limit too: it is the
+    /// last record).
+    pub fn alert(&mut self, f: &Fatal, out: &mut BytesMut) {
+        if let Some(alert) = f.alert {
+            let level = if alert == CLOSE_NOTIFY { 1 } else { 2 };
+            if let Ok(ctx) = self.tx.context() {
+                let _ = self.seal_one(&ctx, ALERT, &[level, alert], out);
+            }
+        }
+    }
+
+    fn seal_typed(&mut self, typ: u8, data: &[u8], out: &mut BytesMut) -> Result<(), Fatal> {
+        let records = data.len().div_ceil(MAX_PLAIN).max(1) as u64;
+        if self.tx.seq.saturating_add(records) >= self.limit {
+            if !self.tls13 {
+                return Err(fatal(CLOSE_NOTIFY, "TLS 1.2 connection at its key's limit"));
+            }
+            self.update_tx(out)?;
+        }
+        let ctx = self.tx.context()?;
+        if out.capacity() == 0 {
+            *out = spare::buf();
+        }
+        out.reserve(data.len() + records as usize * (HEADER + EXPLICIT + 1 + TAG));
+        let mut chunks = data.chunks(MAX_PLAIN);
+        let first = chunks.next().unwrap_or_default();
+        self.seal_one(&ctx, typ, first, out)?;
+        for chunk in chunks {
+            self.seal_one(&ctx, typ, chunk, out)?;
+        }
+        Ok(())
+    }
+
+    fn seal_one(
+        &mut self,
+        ctx: &LessSafeKey,
+        typ: u8,
+        chunk: &[u8],
+        out: &mut BytesMut,
+    ) -> Result<(), Fatal> {
+        let (seq, nonce) = self.tx.next()?;
+        let explicit = if self.explicit { EXPLICIT } else { 0 };
+        let len = explicit + chunk.len() + usize::from(self.tls13) + TAG;
+        let header = [
+            if self.tls13 { APPLICATION_DATA } else { typ },
+            3,
+            3,
+            (len >> 8) as u8,
+            len as u8,
+        ];
+        out.put_slice(&header);
+        if self.explicit {
+            out.put_slice(&nonce[4..]);
+        }
+        let start = out.len();
+        out.put_slice(chunk);
+        if self.tls13 {
+            out.put_u8(typ);
+        }
+        let aad = tls12_aad(seq, typ, chunk.len());
+        let tag = ctx
+            .seal_in_place_separate_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(if self.tls13 { &header[..] } else { &aad[..] }),
+                &mut out[start..],
+            )
+            .map_err(|_| fatal(INTERNAL_ERROR, "TLS record failed to encrypt"))?;
+        out.put_slice(tag.as_ref());
+        Ok(())
+    }
+}
+
+/// TLS 1.2's additional data: sequence number, type, version, plaintext length.
+fn tls12_aad(seq: u64, typ: u8, len: usize) -> [u8; 13] {
+    let mut aad = [0u8; 13];
+    aad[..8].copy_from_slice(&seq.to_be_bytes());
+    aad[8] = typ;
+    aad[9] = 3;
+    aad[10] = 3;
+    aad[11..].copy_from_slice(&(len as u16).to_be_bytes());
+    aad
+}
