@@ -2,19 +2,20 @@
 //! handshake (tls.rs); then the connection's keys come out of it
 //! (`dangerous_into_kernel_connection`) and records are sealed and opened here, with a
 //! cipher context made from the bare key for each burst of records and dropped after
-//! it. rustls keeps only what a TLS 1.3 key update needs. An idle client so holds its
-//! keys and sequence numbers where rustls's connection held its whole state and a
-//! cipher context each way (key schedule and GHASH tables, about 3.5 KiB in all).
+//! it. For TLS 1.3's key updates the traffic secrets are kept too (caught from rustls's
+//! key log during the handshake, and checked against the keys rustls gives), and the
+//! next ones derived here (RFC 8446 7.2). An idle client so holds its keys, secrets
+//! and sequence numbers where rustls's connection held its whole state and a cipher
+//! context each way (key schedule and GHASH tables, about 3.5 KiB in all).
 //!
 //! TLS 1.3 (RFC 8446 section 5) and TLS 1.2's AEAD suites (RFC 5288, RFC 7905), the
 //! suites rustls offers.
 
 use super::spare;
 use aws_lc_rs::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
+use aws_lc_rs::hkdf;
 use bytes::{Buf, BufMut, BytesMut};
-use rustls::kernel::KernelConnection;
-use rustls::server::ServerConnectionData;
-use rustls::{ConnectionTrafficSecrets, ExtractedSecrets, ProtocolVersion, SupportedCipherSuite};
+use rustls::{ConnectionTrafficSecrets, ExtractedSecrets};
 
 /// Record header: type, version, length.
 pub const HEADER: usize = 5;
@@ -64,16 +65,109 @@ enum Cipher {
     Chacha20Poly1305,
 }
 
-/// One direction's key, IV and sequence number.
+impl Cipher {
+    fn key_len(self) -> usize {
+        match self {
+            Cipher::Aes128Gcm => 16,
+            Cipher::Aes256Gcm | Cipher::Chacha20Poly1305 => 32,
+        }
+    }
+}
+
+/// A TLS 1.3 traffic secret: SHA-256's 32 bytes or SHA-384's 48, by the suite's hash.
+pub struct Secret {
+    bytes: [u8; 48],
+    len: u8,
+}
+
+impl Secret {
+    pub fn new(secret: &[u8]) -> Option<Secret> {
+        let mut s = Secret {
+            bytes: [0; 48],
+            len: 0,
+        };
+        if secret.len() != 32 && secret.len() != 48 {
+            return None;
+        }
+        s.bytes[..secret.len()].copy_from_slice(secret);
+        s.len = secret.len() as u8;
+        Some(s)
+    }
+
+    fn get(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+
+    /// HKDF-Expand-Label with an empty context (RFC 8446 7.1) into `out`.
+    fn expand_label(&self, label: &[u8], out: &mut [u8]) -> Result<(), Fatal> {
+        struct Len(usize);
+        impl hkdf::KeyType for Len {
+            fn len(&self) -> usize {
+                self.0
+            }
+        }
+        let algorithm = if self.len == 48 {
+            hkdf::HKDF_SHA384
+        } else {
+            hkdf::HKDF_SHA256
+        };
+        let length = (out.len() as u16).to_be_bytes();
+        let label_len = [(b"tls13 ".len() + label.len()) as u8];
+        let info: [&[u8]; 5] = [&length, &label_len, b"tls13 ", label, &[0]];
+        hkdf::Prk::new_less_safe(algorithm, self.get())
+            .expand(&info, Len(out.len()))
+            .and_then(|okm| okm.fill(out))
+            .map_err(|_| fatal(INTERNAL_ERROR, "TLS key derivation failed"))
+    }
+
+    /// The traffic key and IV for `cipher`.
+    fn keys(&self, cipher: Cipher) -> Result<([u8; 32], [u8; 12]), Fatal> {
+        let (mut key, mut iv) = ([0; 32], [0; 12]);
+        self.expand_label(b"key", &mut key[..cipher.key_len()])?;
+        self.expand_label(b"iv", &mut iv)?;
+        Ok((key, iv))
+    }
+
+    /// The next traffic secret, after a key update.
+    fn next(&self) -> Result<Secret, Fatal> {
+        let mut next = Secret {
+            bytes: [0; 48],
+            len: self.len,
+        };
+        self.expand_label(b"traffic upd", &mut next.bytes[..usize::from(self.len)])?;
+        Ok(next)
+    }
+}
+
+impl Drop for Secret {
+    fn drop(&mut self) {
+        zero(&mut self.bytes);
+    }
+}
+
+fn zero(bytes: &mut [u8]) {
+    for b in bytes {
+        // SAFETY: `b` is a valid, aligned reference to a byte.
+        unsafe { std::ptr::write_volatile(b, 0) };
+    }
+}
+
+/// One direction's key, IV and sequence number, and for TLS 1.3 its traffic secret.
 struct Way {
     cipher: Cipher,
     key: [u8; 32],
     iv: [u8; 12],
     seq: u64,
+    secret: Option<Secret>,
 }
 
 impl Way {
-    fn new((seq, secrets): (u64, ConnectionTrafficSecrets)) -> Result<Way, Fatal> {
+    /// The direction from rustls's keys, and for TLS 1.3 the traffic secret they
+    /// came from (checked: it must give the same keys).
+    fn new(
+        (seq, secrets): (u64, ConnectionTrafficSecrets),
+        secret: Option<Secret>,
+    ) -> Result<Way, Fatal> {
         let (cipher, key, iv) = match &secrets {
             ConnectionTrafficSecrets::Aes128Gcm { key, iv } => (Cipher::Aes128Gcm, key, iv),
             ConnectionTrafficSecrets::Aes256Gcm { key, iv } => (Cipher::Aes256Gcm, key, iv),
@@ -87,6 +181,7 @@ impl Way {
             key: [0; 32],
             iv: [0; 12],
             seq,
+            secret: None,
         };
         let (key, iv) = (key.as_ref(), iv.as_ref());
         let (Some(k), Some(i)) = (way.key.get_mut(..key.len()), way.iv.get_mut(..iv.len())) else {
@@ -94,17 +189,36 @@ impl Way {
         };
         k.copy_from_slice(key);
         i.copy_from_slice(iv);
+        if let Some(secret) = secret {
+            let (key, iv) = secret.keys(cipher)?;
+            if (key, iv) != (way.key, way.iv) {
+                return Err(fatal(INTERNAL_ERROR, "TLS traffic secret does not match"));
+            }
+            way.secret = Some(secret);
+        }
         Ok(way)
+    }
+
+    /// The next traffic secret and keys (a TLS 1.3 key update), counting from 0.
+    fn update(&mut self) -> Result<(), Fatal> {
+        let Some(secret) = &self.secret else {
+            return Err(fatal(INTERNAL_ERROR, "no TLS traffic secret"));
+        };
+        let next = secret.next()?;
+        (self.key, self.iv) = next.keys(self.cipher)?;
+        self.secret = Some(next);
+        self.seq = 0;
+        Ok(())
     }
 
     /// The cipher context for a burst of records.
     fn context(&self) -> Result<LessSafeKey, Fatal> {
-        let (algorithm, len) = match self.cipher {
-            Cipher::Aes128Gcm => (&aead::AES_128_GCM, 16),
-            Cipher::Aes256Gcm => (&aead::AES_256_GCM, 32),
-            Cipher::Chacha20Poly1305 => (&aead::CHACHA20_POLY1305, 32),
+        let algorithm = match self.cipher {
+            Cipher::Aes128Gcm => &aead::AES_128_GCM,
+            Cipher::Aes256Gcm => &aead::AES_256_GCM,
+            Cipher::Chacha20Poly1305 => &aead::CHACHA20_POLY1305,
         };
-        UnboundKey::new(algorithm, &self.key[..len])
+        UnboundKey::new(algorithm, &self.key[..self.cipher.key_len()])
             .map(LessSafeKey::new)
             .map_err(|_| fatal(INTERNAL_ERROR, "TLS key rejected"))
     }
@@ -126,10 +240,8 @@ impl Way {
 
 impl Drop for Way {
     fn drop(&mut self) {
-        for b in self.key.iter_mut().chain(self.iv.iter_mut()) {
-            // SAFETY: `b` is a valid, aligned reference to a byte of this value.
-            unsafe { std::ptr::write_volatile(b, 0) };
-        }
+        zero(&mut self.key);
+        zero(&mut self.iv);
     }
 }
 
@@ -143,29 +255,33 @@ pub struct Records {
     limit: u64,
     tx: Way,
     rx: Way,
-    /// rustls's key schedule, for TLS 1.3 key updates.
-    updates: Option<Box<KernelConnection<ServerConnectionData>>>,
 }
 
+/// A TLS 1.3 connection's traffic secrets: the client's and the server's.
+pub type TrafficSecrets = (Option<Secret>, Option<Secret>);
+
 impl Records {
+    /// The record layer from rustls's keys, its suite's confidentiality limit, and for
+    /// TLS 1.3 the traffic secrets (which it must have).
     pub fn new(
-        secrets: ExtractedSecrets,
-        kernel: KernelConnection<ServerConnectionData>,
+        keys: ExtractedSecrets,
+        limit: u64,
+        tls13: Option<TrafficSecrets>,
     ) -> Result<Records, Fatal> {
-        let tls13 = kernel.protocol_version() == ProtocolVersion::TLSv1_3;
-        let limit = match kernel.negotiated_cipher_suite() {
-            SupportedCipherSuite::Tls13(s) => s.common.confidentiality_limit,
-            SupportedCipherSuite::Tls12(s) => s.common.confidentiality_limit,
+        let (rx, tx) = match tls13 {
+            None => (None, None),
+            Some((Some(client), Some(server))) => (Some(client), Some(server)),
+            Some(_) => return Err(fatal(INTERNAL_ERROR, "no TLS traffic secrets")),
         };
-        let tx = Way::new(secrets.tx)?;
-        let rx = Way::new(secrets.rx)?;
+        let tls13 = tx.is_some();
+        let tx = Way::new(keys.tx, tx)?;
+        let rx = Way::new(keys.rx, rx)?;
         Ok(Records {
             tls13,
             explicit: !tls13 && tx.cipher != Cipher::Chacha20Poly1305,
             limit: limit - limit / 16,
             tx,
             rx,
-            updates: tls13.then(|| Box::new(kernel)),
         })
     }
 
@@ -321,33 +437,18 @@ impl Records {
                 ));
             }
         };
-        let updates = self.updates()?;
-        let next = updates
-            .update_rx_secret()
-            .map_err(|_| fatal(INTERNAL_ERROR, "TLS key update failed"))?;
-        self.rx = Way::new(next)?;
+        self.rx.update()?;
         if requested {
             self.update_tx(out)?;
         }
         Ok(true)
     }
 
-    fn updates(&mut self) -> Result<&mut KernelConnection<ServerConnectionData>, Fatal> {
-        self.updates
-            .as_deref_mut()
-            .ok_or_else(|| fatal(INTERNAL_ERROR, "no TLS key schedule"))
-    }
-
     /// Sends a KeyUpdate (not asking for one back) and moves to the next write key.
     fn update_tx(&mut self, out: &mut BytesMut) -> Result<(), Fatal> {
         let ctx = self.tx.context()?;
         self.seal_one(&ctx, HANDSHAKE, &[KEY_UPDATE, 0, 0, 1, 0], out)?;
-        let next = self
-            .updates()?
-            .update_tx_secret()
-            .map_err(|_| fatal(INTERNAL_ERROR, "TLS key update failed"))?;
-        self.tx = Way::new(next)?;
-        Ok(())
+        self.tx.update()
     }
 
     /// Seals `data` as application-data records at the end of `out`.

@@ -5,11 +5,13 @@
 //! application bytes not yet taken) come from the thread's spares (spare.rs) while
 //! bytes pass and go back when they are empty.
 
-use super::records::{self, Fatal, Records};
+use super::records::{self, Fatal, Records, Secret, TrafficSecrets};
 use super::spare;
 use bytes::{Buf, BytesMut};
 use rustls::server::UnbufferedServerConnection;
 use rustls::unbuffered::{ConnectionState, EncodeError, InsufficientSizeError};
+use rustls::{ProtocolVersion, SupportedCipherSuite};
+use std::cell::RefCell;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -28,9 +30,10 @@ pub struct Acceptor(Arc<rustls::ServerConfig>);
 
 impl Acceptor {
     /// The records after the handshake are Sluice's own: the configuration lets the
-    /// keys out of rustls.
+    /// keys out of rustls, and its key log hands over TLS 1.3's traffic secrets.
     pub fn new(mut config: rustls::ServerConfig) -> Acceptor {
         config.enable_secret_extraction = true;
+        config.key_log = Arc::new(Catch);
         Acceptor(Arc::new(config))
     }
 
@@ -39,6 +42,7 @@ impl Acceptor {
         let conn = UnbufferedServerConnection::new(self.0.clone()).map_err(tls_error)?;
         let mut h = Handshake {
             conn,
+            traffic: (None, None),
             io: Io {
                 tcp,
                 incoming: BytesMut::new(),
@@ -121,6 +125,41 @@ impl Io {
     }
 }
 
+thread_local! {
+    /// The traffic secrets rustls logged during the call in progress on this thread.
+    static CAUGHT: RefCell<TrafficSecrets> = const { RefCell::new((None, None)) };
+}
+
+/// rustls's key log, catching a TLS 1.3 handshake's traffic secrets (the client's and
+/// the server's first) for the handshake's own record layer: rustls logs them while it
+/// processes the client's first flight, in [`Handshake::step`]'s call on this thread.
+#[derive(Debug)]
+struct Catch;
+
+impl rustls::KeyLog for Catch {
+    fn will_log(&self, label: &str) -> bool {
+        matches!(label, "CLIENT_TRAFFIC_SECRET_0" | "SERVER_TRAFFIC_SECRET_0")
+    }
+
+    fn log(&self, label: &str, _client_random: &[u8], secret: &[u8]) {
+        let _ = CAUGHT.try_with(|c| {
+            let mut c = c.borrow_mut();
+            match label {
+                "CLIENT_TRAFFIC_SECRET_0" => c.0 = Secret::new(secret),
+                "SERVER_TRAFFIC_SECRET_0" => c.1 = Secret::new(secret),
+                _ => {}
+            }
+        });
+    }
+}
+
+/// The secrets rustls logged since the last call.
+fn caught() -> TrafficSecrets {
+    CAUGHT
+        .try_with(|c| std::mem::take(&mut *c.borrow_mut()))
+        .unwrap_or_default()
+}
+
 /// Where processing the handshake's records so far stopped.
 #[derive(PartialEq)]
 enum Next {
@@ -178,6 +217,8 @@ fn encode_needs(e: EncodeError) -> Option<usize> {
 /// A handshake in progress: rustls's connection and the socket.
 struct Handshake {
     conn: UnbufferedServerConnection,
+    /// TLS 1.3's traffic secrets, once rustls has logged them.
+    traffic: TrafficSecrets,
     io: Io,
 }
 
@@ -201,8 +242,16 @@ impl Handshake {
     /// One state of rustls's machine handled: the bytes of `incoming` to discard, and
     /// where processing stopped (None: go on).
     fn step(&mut self) -> (usize, io::Result<Option<Next>>) {
-        let Self { conn, io } = self;
+        let Self { conn, io, traffic } = self;
+        caught();
         let status = conn.process_tls_records(&mut io.incoming[..]);
+        let (client, server) = caught();
+        if client.is_some() {
+            traffic.0 = client;
+        }
+        if server.is_some() {
+            traffic.1 = server;
+        }
         let discard = status.discard;
         let state = match status.state {
             Ok(state) => state,
@@ -249,7 +298,7 @@ impl Handshake {
     /// socket takes it now.
     fn fail(&mut self, e: io::Error) -> io::Error {
         if self.conn.wants_write() {
-            let Self { conn, io } = self;
+            let Self { conn, io, .. } = self;
             let status = conn.process_tls_records(&mut io.incoming[..]);
             if let Ok(ConnectionState::EncodeTlsData(mut alert)) = status.state {
                 let _ = append(&mut io.outgoing, 64, |b| {
@@ -277,12 +326,19 @@ impl Handshake {
         }
     }
 
-    /// The connection after its handshake: the keys come out of rustls, and records
-    /// that came after the client's last flight are opened.
+    /// The connection after its handshake: the keys come out of rustls (which is
+    /// dropped), and records that came after the client's last flight are opened.
     fn finish(self) -> io::Result<ServerTls> {
-        let Handshake { conn, io } = self;
-        let (secrets, kernel) = conn.dangerous_into_kernel_connection().map_err(tls_error)?;
-        let records = Records::new(secrets, kernel).map_err(|f| io::Error::other(f.what))?;
+        let Handshake { conn, io, traffic } = self;
+        let (keys, kernel) = conn.dangerous_into_kernel_connection().map_err(tls_error)?;
+        let limit = match kernel.negotiated_cipher_suite() {
+            SupportedCipherSuite::Tls13(s) => s.common.confidentiality_limit,
+            SupportedCipherSuite::Tls12(s) => s.common.confidentiality_limit,
+        };
+        let tls13 = kernel.protocol_version() == ProtocolVersion::TLSv1_3;
+        drop(kernel);
+        let records = Records::new(keys, limit, tls13.then_some(traffic))
+            .map_err(|f| io::Error::other(f.what))?;
         let mut s = ServerTls {
             io,
             records,

@@ -102,6 +102,13 @@ async fn every_suite_rustls_offers_carries_bytes_both_ways() {
         );
         let mut server = Stream::TlsServer(Box::new(server));
         exchange(&mut client, &mut server, 8).await;
+        if client.get_ref().1.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3) {
+            // The client's key update (asking for ours): the next keys, both ways.
+            for _ in 0..3 {
+                client.get_mut().1.refresh_traffic_keys().unwrap();
+                exchange(&mut client, &mut server, 2).await;
+            }
+        }
         client.shutdown().await.unwrap();
         let mut rest = Vec::new();
         assert_eq!(server.read_to_end(&mut rest).await.unwrap(), 0, "{suite:?}");
