@@ -22,9 +22,12 @@ pub const HEADER: usize = 5;
 const TAG: usize = 16;
 /// Most plaintext bytes in a record.
 const MAX_PLAIN: usize = 16384;
-/// Longest record body accepted (RFC 5246 6.2.3 allows 2,048 bytes of expansion; RFC
-/// 8446 5.2 256).
-const MAX_BODY: usize = MAX_PLAIN + 2048;
+/// Longest record body accepted: RFC 8446 5.2 allows 256 bytes of expansion, RFC 5246
+/// 6.2.3 2,048.
+const MAX_BODY_13: usize = MAX_PLAIN + 256;
+const MAX_BODY_12: usize = MAX_PLAIN + 2048;
+/// Records without application bytes (key updates, warnings) taken in a row.
+const MAX_QUIET: u8 = 32;
 /// TLS 1.2 AES-GCM's explicit nonce in each record.
 const EXPLICIT: usize = 8;
 
@@ -255,6 +258,10 @@ pub struct Records {
     limit: u64,
     tx: Way,
     rx: Way,
+    /// The client asked for a key update: ours goes before our next data.
+    answer: bool,
+    /// Records without application bytes since the last with some.
+    quiet: u8,
 }
 
 /// A TLS 1.3 connection's traffic secrets: the client's and the server's.
@@ -282,6 +289,8 @@ impl Records {
             limit: limit - limit / 16,
             tx,
             rx,
+            answer: false,
+            quiet: 0,
         })
     }
 
@@ -298,26 +307,19 @@ impl Records {
     }
 
     /// Opens the whole records at the front of `incoming`: application bytes go to
-    /// the end of `plain`, the answer to a key update is sealed into `out`. Answers
-    /// true when the client's close_notify came (nothing after it is read).
-    pub fn open(
-        &mut self,
-        incoming: &mut BytesMut,
-        plain: &mut BytesMut,
-        out: &mut BytesMut,
-    ) -> Result<bool, Fatal> {
+    /// the end of `plain`. Answers true when the client's close_notify came (nothing
+    /// after it is read).
+    pub fn open(&mut self, incoming: &mut BytesMut, plain: &mut BytesMut) -> Result<bool, Fatal> {
+        let max_body = if self.tls13 { MAX_BODY_13 } else { MAX_BODY_12 };
         let mut context = None;
-        while let Some(&[typ, major, _, l0, l1]) = incoming.get(..HEADER) {
+        while let Some(&[typ, major, minor, l0, l1]) = incoming.get(..HEADER) {
             let len = usize::from(u16::from_be_bytes([l0, l1]));
-            if len > MAX_BODY {
+            if len > max_body {
                 return Err(fatal(RECORD_OVERFLOW, "TLS record too long"));
             }
             if major != 3 {
                 return Err(fatal(DECODE_ERROR, "TLS record of an unknown version"));
             }
-            let Some(body) = incoming.get(HEADER..HEADER + len) else {
-                return Ok(false);
-            };
             let expected = match typ {
                 APPLICATION_DATA => true,
                 ALERT | HANDSHAKE => !self.tls13,
@@ -326,6 +328,9 @@ impl Records {
             if !expected {
                 return Err(fatal(UNEXPECTED_MESSAGE, "unexpected TLS record type"));
             }
+            let Some(body) = incoming.get(HEADER..HEADER + len) else {
+                return Ok(false);
+            };
             let explicit = if self.explicit { EXPLICIT } else { 0 };
             if len < explicit + TAG {
                 return Err(fatal(BAD_RECORD_MAC, "TLS record too short"));
@@ -338,8 +343,8 @@ impl Records {
             if self.explicit {
                 nonce[4..].copy_from_slice(&body[..EXPLICIT]);
             }
-            let header = [typ, major, incoming[2], l0, l1];
-            let aad = tls12_aad(seq, typ, len - explicit - TAG);
+            let header = [typ, major, minor, l0, l1];
+            let aad = tls12_aad(seq, typ, [major, minor], len - explicit - TAG);
             if plain.capacity() == 0 {
                 *plain = spare::buf();
             }
@@ -371,10 +376,23 @@ impl Records {
                 return Err(fatal(RECORD_OVERFLOW, "TLS record too long"));
             }
             if typ == APPLICATION_DATA {
+                if end > start {
+                    self.quiet = 0;
+                }
                 plain.truncate(end);
                 continue;
             }
-            // An alert or a handshake message: a few bytes, taken out of `plain`.
+            self.quiet += 1;
+            if self.quiet > MAX_QUIET {
+                return Err(fatal(UNEXPECTED_MESSAGE, "TLS messages without data"));
+            }
+            if typ == HANDSHAKE && !self.tls13 {
+                return Err(fatal(
+                    NO_RENEGOTIATION,
+                    "TLS renegotiation is not supported",
+                ));
+            }
+            // An alert or a key update: a few bytes, taken out of `plain`.
             let mut message = [0u8; 8];
             let n = end - start;
             if n > message.len() {
@@ -385,29 +403,15 @@ impl Records {
             let message = &message[..n];
             match typ {
                 ALERT => {
-                    match *message {
-                        [_, CLOSE_NOTIFY] => {
-                            incoming.clear();
-                            return Ok(true);
-                        }
-                        // user_canceled comes before a close_notify; TLS 1.2's
-                        // other warnings are ignored too.
-                        [_, USER_CANCELED] => {}
-                        [1, _] if !self.tls13 => {}
-                        [_, _] => {
-                            return Err(Fatal {
-                                alert: None,
-                                what: "the client sent a TLS alert",
-                            });
-                        }
-                        _ => return Err(fatal(DECODE_ERROR, "malformed TLS alert")),
+                    if self.alert_closes(message)? {
+                        incoming.clear();
+                        return Ok(true);
                     }
                 }
                 HANDSHAKE => {
-                    if self.key_update(message, out)? {
-                        // Records after it are under the client's next key.
-                        context = None;
-                    }
+                    self.key_update(message)?;
+                    // Records after it are under the client's next key.
+                    context = None;
                 }
                 _ => return Err(fatal(UNEXPECTED_MESSAGE, "unexpected TLS message")),
             }
@@ -415,15 +419,34 @@ impl Records {
         Ok(false)
     }
 
-    /// Handles a handshake record after the handshake: TLS 1.3's KeyUpdate is the
-    /// only message a client may send then. Answers whether the read key changed.
-    fn key_update(&mut self, message: &[u8], out: &mut BytesMut) -> Result<bool, Fatal> {
-        if !self.tls13 {
-            return Err(fatal(
-                NO_RENEGOTIATION,
-                "TLS renegotiation is not supported",
-            ));
+    /// An alert from the client: true for close_notify, false for one that changes
+    /// nothing (user_canceled; in TLS 1.2 a warning), an error for the others (RFC
+    /// 8446 6, RFC 5246 7.2).
+    fn alert_closes(&self, message: &[u8]) -> Result<bool, Fatal> {
+        let &[level, description] = message else {
+            return Err(fatal(DECODE_ERROR, "malformed TLS alert"));
+        };
+        // TLS 1.3 judges an alert by its description alone.
+        let warning = match level {
+            _ if self.tls13 => description == CLOSE_NOTIFY || description == USER_CANCELED,
+            1 => true,
+            2 => false,
+            _ => return Err(fatal(ILLEGAL_PARAMETER, "TLS alert of an unknown level")),
+        };
+        match description {
+            CLOSE_NOTIFY if warning => Ok(true),
+            _ if warning => Ok(false),
+            _ => Err(Fatal {
+                alert: None,
+                what: "the client sent a TLS alert",
+            }),
         }
+    }
+
+    /// A handshake message after a TLS 1.3 handshake: a KeyUpdate is the only one a
+    /// client may send. The read key moves on at once; ours before our next data, if
+    /// the client asks.
+    fn key_update(&mut self, message: &[u8]) -> Result<(), Fatal> {
         let requested = match message {
             [KEY_UPDATE, 0, 0, 1, r @ (0 | 1)] => *r == 1,
             [KEY_UPDATE, 0, 0, 1, _] => {
@@ -438,10 +461,8 @@ impl Records {
             }
         };
         self.rx.update()?;
-        if requested {
-            self.update_tx(out)?;
-        }
-        Ok(true)
+        self.answer |= requested;
+        Ok(())
     }
 
     /// Sends a KeyUpdate (not asking for one back) and moves to the next write key.
@@ -451,10 +472,15 @@ impl Records {
         self.tx.update()
     }
 
-    /// Seals `data` as application-data records at the end of `out`.
+    /// Seals `data` as application-data records at the end of `out` (after the
+    /// answer to the client's key update, if one is due).
     pub fn seal(&mut self, data: &[u8], out: &mut BytesMut) -> Result<(), Fatal> {
         if data.is_empty() {
             return Ok(());
+        }
+        if self.answer {
+            self.answer = false;
+            self.update_tx(out)?;
         }
         self.seal_typed(APPLICATION_DATA, data, out)
     }
@@ -468,7 +494,10 @@ impl Records {
     /// last record).
     pub fn alert(&mut self, f: &Fatal, out: &mut BytesMut) {
         if let Some(alert) = f.alert {
-            let level = if alert == CLOSE_NOTIFY { 1 } else { 2 };
+            let level = match alert {
+                CLOSE_NOTIFY | NO_RENEGOTIATION => 1,
+                _ => 2,
+            };
             if let Ok(ctx) = self.tx.context() {
                 let _ = self.seal_one(&ctx, ALERT, &[level, alert], out);
             }
@@ -523,7 +552,7 @@ impl Records {
         if self.tls13 {
             out.put_u8(typ);
         }
-        let aad = tls12_aad(seq, typ, chunk.len());
+        let aad = tls12_aad(seq, typ, [3, 3], chunk.len());
         let tag = ctx
             .seal_in_place_separate_tag(
                 Nonce::assume_unique_for_key(nonce),
@@ -537,12 +566,15 @@ impl Records {
 }
 
 /// TLS 1.2's additional data: sequence number, type, version, plaintext length.
-fn tls12_aad(seq: u64, typ: u8, len: usize) -> [u8; 13] {
+fn tls12_aad(seq: u64, typ: u8, version: [u8; 2], len: usize) -> [u8; 13] {
     let mut aad = [0u8; 13];
     aad[..8].copy_from_slice(&seq.to_be_bytes());
     aad[8] = typ;
-    aad[9] = 3;
-    aad[10] = 3;
+    aad[9..11].copy_from_slice(&version);
     aad[11..].copy_from_slice(&(len as u16).to_be_bytes());
     aad
 }
+
+#[cfg(test)]
+#[path = "records_tests.rs"]
+mod tests;

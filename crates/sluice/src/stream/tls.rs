@@ -30,7 +30,8 @@ pub struct Acceptor(Arc<rustls::ServerConfig>);
 
 impl Acceptor {
     /// The records after the handshake are Sluice's own: the configuration lets the
-    /// keys out of rustls, and its key log hands over TLS 1.3's traffic secrets.
+    /// keys out of rustls, and its key log (replacing any the configuration had)
+    /// hands over TLS 1.3's traffic secrets.
     pub fn new(mut config: rustls::ServerConfig) -> Acceptor {
         config.enable_secret_extraction = true;
         config.key_log = Arc::new(Catch);
@@ -345,7 +346,12 @@ impl Handshake {
             closing: false,
             failed: None,
         };
-        s.open()?;
+        if s.io.eof {
+            // Nothing after the client's close_notify is read.
+            s.io.incoming.clear();
+        } else {
+            s.open()?;
+        }
         if s.io.incoming.is_empty() {
             spare::release(&mut s.io.incoming);
         }
@@ -379,10 +385,7 @@ impl ServerTls {
     /// error.
     fn open(&mut self) -> io::Result<()> {
         let io = &mut self.io;
-        match self
-            .records
-            .open(&mut io.incoming, &mut io.plain, &mut io.outgoing)
-        {
+        match self.records.open(&mut io.incoming, &mut io.plain) {
             Ok(closed) => {
                 if closed {
                     io.eof = true;
@@ -418,7 +421,7 @@ impl ServerTls {
             if self.io.eof {
                 return Poll::Ready(Ok(false));
             }
-            // The answer to the client's key update goes out as the socket takes it.
+            // What is queued goes out as the socket takes it.
             if let Poll::Ready(Err(e)) = self.io.poll_send(cx) {
                 return Poll::Ready(Err(e));
             }
