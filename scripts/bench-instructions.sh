@@ -9,7 +9,7 @@
 #     scripts/bench-server.sh pg 25432 500 &  scripts/bench-server.sh mariadb 23306 500 &
 #     target/release/sluice-bench setup --protocol pg --addr 127.0.0.1:25432 --keys 100000
 #     target/release/sluice-bench setup --protocol mysql --addr 127.0.0.1:23306 --keys 100000
-#     scripts/bench-instructions.sh BINARY [pg-session|pg-tx|pg-nodigest|my-session|my-tx|pg-plain|pg-features] \
+#     scripts/bench-instructions.sh BINARY [pg-session|pg-tx|pg-nodigest|my-session|my-tx|pg-plain|pg-features|pg-tls] \
 #         [simple|prepared] [N]
 #
 # Prints instructions per statement and allocations per statement, and keeps the
@@ -21,6 +21,8 @@ target=${2:-pg-session}
 mode=${3:-simple}
 secs=${4:-4}
 bench=target/release/sluice-bench
+# shellcheck source=lib/common.sh source-path=SCRIPTDIR
+source scripts/lib/common.sh
 case $target in
 pg-session) cfg=benches/sluice-pg.toml addr=127.0.0.1:26432 proto=pg ;;
 pg-tx) cfg=benches/sluice-pg.toml addr=127.0.0.1:26433 proto=pg ;;
@@ -32,8 +34,12 @@ my-tx) cfg=benches/sluice-my.toml addr=127.0.0.1:26034 proto=mysql ;;
 # route, 100 rules and metrics (not scraped here).
 pg-plain) cfg=benches/sluice-features-plain.toml addr=127.0.0.1:26461 proto=pg ;;
 pg-features) cfg=benches/sluice-features-on.toml addr=127.0.0.1:26462 proto=pg ;;
+# benches/storm.toml's PostgreSQL listener over TLS (transaction mode), with the
+# throwaway certificate scripts/bench-server.sh makes.
+pg-tls) cfg=benches/sluice-storm-pg.toml addr=127.0.0.1:26442 proto=pg tls=--tls ;;
 *) echo "unknown target $target" >&2; exit 2 ;;
 esac
+[ -z "${tls:-}" ] || sl_test_certs /tmp/sluice-bench-certs
 
 # Calls to the allocator in a callgrind file.
 count_allocs='
@@ -70,7 +76,7 @@ one() {
         sleep 0.5
     done
     n=$("$bench" run --scenario point-select --protocol "$proto" --mode "$mode" \
-        --addr "$addr" --connections 4 --duration "$d" --warmup 0 --keys 100000 2>&1 \
+        --addr "$addr" --connections 4 --duration "$d" --warmup 0 --keys 100000 ${tls:-} 2>&1 \
         | grep -o '([0-9]* in' | tr -dc '0-9') || true
     kill -INT "$pid"
     wait "$pid" 2>/dev/null || true

@@ -128,6 +128,9 @@ struct RunArgs {
     /// Create and fill the table first (on this address) when it is not there.
     #[arg(long)]
     setup: bool,
+    /// Log in over TLS (as a compare file's `tls = true`).
+    #[arg(long)]
+    tls: bool,
     /// Also write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -216,6 +219,7 @@ fn run(a: RunArgs) -> Result<ExitCode> {
     spec.index = a.index;
     spec.depth = a.depth;
     spec.threads = a.threads;
+    spec.tls = a.tls;
     spec.progress = true;
     spec.plan = Plan {
         connections: a.connections,

@@ -331,36 +331,68 @@ async fn main_loop<R: Relay>(r: &mut R) -> End {
         let report_drain = !r.in_flight();
         let core: &mut Core<R::Conn> = r;
         core.io.report_drain = report_drain;
-        let server = core.lease.as_mut().map(|l| l.conn.duplex());
+        let server = core.lease.as_mut().map(|l| &mut l.conn);
         let watch = super::pump::Watch::of(&core.shared, &core.client);
         let ev = core.io.next(server, watch).await;
         activity = matches!(ev, Event::ClientRead(Ok(1..)));
-        let step = match ev {
-            Event::ServerRead(Ok(0) | Err(_)) if r.server_may_close() => Err(End::ServerClosed),
-            Event::ClientRead(Ok(0)) | Event::ClientRead(Err(_)) => Err(r.client_closed()),
-            Event::Wrote => Ok(()),
-            Event::WriteFailed(Side::Client, _) => Err(End::ClientLeft),
-            Event::Shutdown => {
-                r.io.shutting_down = true;
-                Ok(())
-            }
-            Event::Timeout => timed_out(r),
-            // What the server sent is handled at once: no step of its own (nor the
-            // box and the copy of one) unless a client command goes on after it.
-            Event::ServerRead(Ok(n @ 1..)) => match server_read(r, n) {
-                Ok(true) => Box::pin(r.resume()).await,
-                step => step.map(|_| ()),
-            },
-            // Boxed: the loop itself keeps neither the event nor the step's state (the
-            // client's step alone: the box is made and filled for each statement).
-            Event::ClientRead(_) => Box::pin(r.on_client()).await,
-            Event::ServerRead(Ok(_)) => Box::pin(lost::server_lost(r, None)).await,
-            Event::ServerRead(Err(e)) | Event::WriteFailed(_, e) => {
-                Box::pin(lost::server_lost(r, Some(e))).await
-            }
+        // The event is handled before anything is awaited: neither it nor what came
+        // of it stays in the loop's state (every idle client's task holds that state).
+        let mut error = None;
+        let go = match after(r, ev, &mut error) {
+            Ok(go) => go,
+            Err(end) => return end,
+        };
+        // Boxed: the loop itself keeps none of a step's state (the client's step
+        // alone: the box is made and filled for each statement).
+        let step = match go {
+            Go::On => Ok(()),
+            Go::Resume => Box::pin(r.resume()).await,
+            Go::Client => Box::pin(r.on_client()).await,
+            Go::Lost => Box::pin(lost::server_lost(r, error.take())).await,
         };
         if let Err(end) = step {
             return end;
+        }
+    }
+}
+
+/// What [`main_loop`] does after an event.
+#[derive(Clone, Copy)]
+enum Go {
+    /// Waits for the next.
+    On,
+    /// The client's command that waited for the server goes on ([`Relay::resume`]).
+    Resume,
+    /// The client's bytes are read ([`Relay::on_client`]).
+    Client,
+    /// The server connection is lost (the error, if any, in `error`).
+    Lost,
+}
+
+/// Handles `ev` as far as it goes without waiting: where the loop goes on, or how
+/// the session ends.
+fn after<R: Relay>(r: &mut R, ev: Event, error: &mut Option<std::io::Error>) -> Result<Go, End> {
+    match ev {
+        Event::ServerRead(Ok(0) | Err(_)) if r.server_may_close() => Err(End::ServerClosed),
+        Event::ClientRead(Ok(0)) | Event::ClientRead(Err(_)) => Err(r.client_closed()),
+        Event::Wrote => Ok(Go::On),
+        Event::WriteFailed(Side::Client, _) => Err(End::ClientLeft),
+        Event::Shutdown => {
+            r.io.shutting_down = true;
+            Ok(Go::On)
+        }
+        Event::Timeout => timed_out(r).map(|()| Go::On),
+        // What the server sent is handled at once: no step of its own (nor the box
+        // and the copy of one) unless a client command goes on after it.
+        Event::ServerRead(Ok(n @ 1..)) => match server_read(r, n)? {
+            true => Ok(Go::Resume),
+            false => Ok(Go::On),
+        },
+        Event::ClientRead(_) => Ok(Go::Client),
+        Event::ServerRead(Ok(_)) => Ok(Go::Lost),
+        Event::ServerRead(Err(e)) | Event::WriteFailed(_, e) => {
+            *error = Some(e);
+            Ok(Go::Lost)
         }
     }
 }
