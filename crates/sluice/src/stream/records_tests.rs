@@ -18,28 +18,19 @@ fn keys13(s: &Secret) -> ConnectionTrafficSecrets {
     }
 }
 
+/// A TLS 1.3 end writing under secret `tx`'s keys and reading under `rx`'s.
+fn end13(tx: u8, rx: u8) -> Records {
+    let keys = ExtractedSecrets {
+        tx: (0, keys13(&secret(tx))),
+        rx: (0, keys13(&secret(rx))),
+    };
+    Records::new(keys, 1 << 24, Some((Some(secret(rx)), Some(secret(tx))))).unwrap()
+}
+
 /// A TLS 1.3 connection's two ends: the server's, and the client's (its reads are
 /// the server's writes).
 fn pair13() -> (Records, Records) {
-    let server = Records::new(
-        ExtractedSecrets {
-            tx: (0, keys13(&secret(2))),
-            rx: (0, keys13(&secret(1))),
-        },
-        1 << 24,
-        Some((Some(secret(1)), Some(secret(2)))),
-    )
-    .unwrap();
-    let client = Records::new(
-        ExtractedSecrets {
-            tx: (0, keys13(&secret(1))),
-            rx: (0, keys13(&secret(2))),
-        },
-        1 << 24,
-        Some((Some(secret(2)), Some(secret(1)))),
-    )
-    .unwrap();
-    (server, client)
+    (end13(2, 1), end13(1, 2))
 }
 
 fn pair12() -> (Records, Records) {
