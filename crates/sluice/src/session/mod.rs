@@ -2,6 +2,7 @@
 //! must hold its server connection (statement, transaction, session, or pinned) from
 //! the pool mode, the transaction status and the ledger of what the client changed.
 
+mod acquire;
 pub mod cancel;
 pub mod clients;
 pub mod driver;
