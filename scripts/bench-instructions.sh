@@ -2,7 +2,7 @@
 # Instructions a Sluice binary spends per statement, counted by valgrind's callgrind:
 # repeatable for the same binary and load, whatever else the machine is doing (seconds
 # on these 2 shared cores vary by 10-20 % between runs). Point selects through one
-# listener of benches/sluice-pg.toml or benches/sluice-my.toml, run twice (N and 2N
+# listener of a benchmark's Sluice config (below), run twice (N and 2N
 # seconds of load); the difference of the two totals over the difference of the
 # statements run is the cost of one statement, without start-up and logins.
 #
@@ -23,6 +23,7 @@ secs=${4:-4}
 bench=target/release/sluice-bench
 # shellcheck source=lib/common.sh source-path=SCRIPTDIR
 source scripts/lib/common.sh
+tls=
 case $target in
 pg-session) cfg=benches/sluice-pg.toml addr=127.0.0.1:26432 proto=pg ;;
 pg-tx) cfg=benches/sluice-pg.toml addr=127.0.0.1:26433 proto=pg ;;
@@ -35,7 +36,7 @@ my-tx) cfg=benches/sluice-my.toml addr=127.0.0.1:26034 proto=mysql ;;
 pg-plain) cfg=benches/sluice-features-plain.toml addr=127.0.0.1:26461 proto=pg ;;
 pg-features) cfg=benches/sluice-features-on.toml addr=127.0.0.1:26462 proto=pg ;;
 # benches/storm.toml's PostgreSQL listener over TLS (transaction mode), with the
-# throwaway certificate scripts/bench-server.sh makes.
+# throwaway certificate scripts/bench-server.sh uses (made here if missing).
 pg-tls) cfg=benches/sluice-storm-pg.toml addr=127.0.0.1:26442 proto=pg tls=--tls ;;
 *) echo "unknown target $target" >&2; exit 2 ;;
 esac

@@ -338,7 +338,8 @@ async fn main_loop<R: Relay>(r: &mut R) -> End {
         let ev = core.io.next(server, watch).await;
         activity = matches!(ev, Event::ClientRead(Ok(1..)));
         // The event is handled before anything is awaited: neither it nor what came
-        // of it stays in the loop's state (every idle client's task holds that state).
+        // of it stays in the loop's state across a step (every idle client's task
+        // holds that state), but for the lost server's error, one word.
         let mut error = None;
         let go = match after(r, ev, &mut error) {
             Ok(go) => go,

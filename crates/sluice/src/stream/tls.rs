@@ -8,9 +8,9 @@
 use super::records::{self, Fatal, Records, Secret, TrafficSecrets};
 use super::spare;
 use bytes::{Buf, BytesMut};
+use rustls::SupportedCipherSuite;
 use rustls::server::UnbufferedServerConnection;
 use rustls::unbuffered::{ConnectionState, EncodeError, InsufficientSizeError};
-use rustls::{ProtocolVersion, SupportedCipherSuite};
 use std::cell::RefCell;
 use std::io;
 use std::pin::Pin;
@@ -332,11 +332,10 @@ impl Handshake {
     fn finish(self) -> io::Result<ServerTls> {
         let Handshake { conn, io, traffic } = self;
         let (keys, kernel) = conn.dangerous_into_kernel_connection().map_err(tls_error)?;
-        let limit = match kernel.negotiated_cipher_suite() {
-            SupportedCipherSuite::Tls13(s) => s.common.confidentiality_limit,
-            SupportedCipherSuite::Tls12(s) => s.common.confidentiality_limit,
+        let (limit, tls13) = match kernel.negotiated_cipher_suite() {
+            SupportedCipherSuite::Tls13(s) => (s.common.confidentiality_limit, true),
+            SupportedCipherSuite::Tls12(s) => (s.common.confidentiality_limit, false),
         };
-        let tls13 = kernel.protocol_version() == ProtocolVersion::TLSv1_3;
         drop(kernel);
         let records = Records::new(keys, limit, tls13.then_some(traffic))
             .map_err(|f| io::Error::other(f.what))?;
@@ -441,6 +440,11 @@ impl ServerTls {
             }
             if self.io.incoming.is_empty() {
                 spare::release(&mut self.io.incoming);
+            }
+            // (A record with no application bytes leaves `plain` empty: its buffer
+            // goes back too.)
+            if self.io.plain.is_empty() {
+                spare::release(&mut self.io.plain);
             }
         }
     }

@@ -1,4 +1,4 @@
-//! What a client's next command is, for its route (see session/driver.rs `route`): a
+//! What a client's next command is, for its route (see session/acquire.rs `route`): a
 //! split route sends writes to the primary and reads to a replica.
 
 use super::Relay;

@@ -1,4 +1,4 @@
-//! What a client's next request is, for its route (see session/driver.rs `route`):
+//! What a client's next request is, for its route (see session/acquire.rs `route`):
 //! a split route sends writes to the primary and reads to a replica; and which request
 //! may go once more to another server if its own is lost (driver::arm_retry).
 
