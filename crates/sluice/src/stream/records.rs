@@ -81,13 +81,19 @@ impl Cipher {
     }
 }
 
-/// A TLS 1.3 traffic secret: SHA-256's 32 bytes or SHA-384's 48, by the suite's hash.
+/// A TLS 1.3 traffic secret: SHA-256's 32 bytes or SHA-384's 48, by the suite's hash
+/// (none, 0 bytes, in TLS 1.2).
 pub struct Secret {
     bytes: [u8; 48],
     len: u8,
 }
 
 impl Secret {
+    const NONE: Secret = Secret {
+        bytes: [0; 48],
+        len: 0,
+    };
+
     pub fn new(secret: &[u8]) -> Option<Secret> {
         let mut s = Secret {
             bytes: [0; 48],
@@ -153,12 +159,14 @@ impl Drop for Secret {
 }
 
 /// One direction's key, IV and sequence number, and for TLS 1.3 its traffic secret.
+/// (All bytes, aligned to 1: 102 bytes, and the connection 256 with them; see tls.rs.)
 struct Way {
     cipher: Cipher,
     key: [u8; 32],
     iv: [u8; 12],
-    seq: u64,
-    secret: Option<Secret>,
+    /// The next record's sequence number (a u64's bytes, in the machine's order).
+    seq: [u8; 8],
+    secret: Secret,
 }
 
 impl Way {
@@ -180,8 +188,8 @@ impl Way {
             cipher,
             key: [0; 32],
             iv: [0; 12],
-            seq,
-            secret: None,
+            seq: seq.to_ne_bytes(),
+            secret: Secret::NONE,
         };
         let (key, iv) = (key.as_ref(), iv.as_ref());
         let (Some(k), Some(i)) = (way.key.get_mut(..key.len()), way.iv.get_mut(..iv.len())) else {
@@ -194,20 +202,20 @@ impl Way {
             if (key, iv) != (way.key, way.iv) {
                 return Err(fatal(INTERNAL_ERROR, "TLS traffic secret does not match"));
             }
-            way.secret = Some(secret);
+            way.secret = secret;
         }
         Ok(way)
     }
 
     /// The next traffic secret and keys (a TLS 1.3 key update), counting from 0.
     fn update(&mut self) -> Result<(), Fatal> {
-        let Some(secret) = &self.secret else {
+        if self.secret.len == 0 {
             return Err(fatal(INTERNAL_ERROR, "no TLS traffic secret"));
-        };
-        let next = secret.next()?;
+        }
+        let next = self.secret.next()?;
         (self.key, self.iv) = next.keys(self.cipher)?;
-        self.secret = Some(next);
-        self.seq = 0;
+        self.secret = next;
+        self.seq = [0; 8];
         Ok(())
     }
 
@@ -226,15 +234,21 @@ impl Way {
     /// The next record's sequence number, and the nonce for it (the IV with the
     /// sequence number in its last 8 bytes).
     fn next(&mut self) -> Result<(u64, [u8; 12]), Fatal> {
-        let seq = self.seq;
+        let seq = self.seq();
         self.seq = seq
             .checked_add(1)
-            .ok_or_else(|| fatal(INTERNAL_ERROR, "TLS sequence number exhausted"))?;
+            .ok_or_else(|| fatal(INTERNAL_ERROR, "TLS sequence number exhausted"))?
+            .to_ne_bytes();
         let mut nonce = self.iv;
         for (n, s) in nonce[4..].iter_mut().zip(seq.to_be_bytes()) {
             *n ^= s;
         }
         Ok((seq, nonce))
+    }
+
+    /// The next record's sequence number.
+    fn seq(&self) -> u64 {
+        u64::from_ne_bytes(self.seq)
     }
 }
 
@@ -251,8 +265,9 @@ pub struct Records {
     /// TLS 1.2 AES-GCM: records carry an explicit nonce.
     explicit: bool,
     /// Records sealed under one key before a key update (TLS 1.3) or the end (TLS
-    /// 1.2): the suite's confidentiality limit, less a margin.
-    limit: u64,
+    /// 1.2): the suite's confidentiality limit, less a margin, as a u32's bytes
+    /// (u32::MAX: none but the sequence number's; see [`Records::limit`]).
+    limit: [u8; 4],
     tx: Way,
     rx: Way,
     /// The client asked for a key update: ours goes before our next data.
@@ -283,7 +298,11 @@ impl Records {
         Ok(Records {
             tls13,
             explicit: !tls13 && tx.cipher != Cipher::Chacha20Poly1305,
-            limit: limit - limit / 16,
+            limit: match limit {
+                u64::MAX => u32::MAX,
+                limit => u32::try_from(limit - limit / 16).unwrap_or(u32::MAX - 1),
+            }
+            .to_ne_bytes(),
             tx,
             rx,
             answer: false,
@@ -294,13 +313,24 @@ impl Records {
     /// The key's limit `n` records from now.
     #[cfg(test)]
     pub fn limit_after(&mut self, n: u64) {
-        self.limit = self.tx.seq + n;
+        let limit = u32::try_from(self.tx.seq() + n).unwrap_or(u32::MAX - 1);
+        self.limit = limit.to_ne_bytes();
+    }
+
+    /// Records sealed under one key before a key update or the end. (AES-GCM's
+    /// limits are about 2^24 records; ChaCha20-Poly1305's is none, u64::MAX in
+    /// rustls. A limit past a u32 would be capped to one.)
+    fn limit(&self) -> u64 {
+        match u32::from_ne_bytes(self.limit) {
+            u32::MAX => u64::MAX,
+            limit => u64::from(limit),
+        }
     }
 
     /// Records sealed under the current key.
     #[cfg(test)]
     pub fn sealed(&self) -> u64 {
-        self.tx.seq
+        self.tx.seq()
     }
 
     /// Opens the whole records at the front of `incoming`: application bytes go to
@@ -509,7 +539,7 @@ impl Records {
 
     fn seal_typed(&mut self, typ: u8, data: &[u8], out: &mut BytesMut) -> Result<(), Fatal> {
         let records = data.len().div_ceil(MAX_PLAIN) as u64;
-        if self.tx.seq.saturating_add(records) >= self.limit {
+        if self.tx.seq().saturating_add(records) >= self.limit() {
             if !self.tls13 {
                 return Err(fatal(CLOSE_NOTIFY, "TLS 1.2 connection at its key's limit"));
             }

@@ -44,13 +44,8 @@ impl Acceptor {
         let mut h = Handshake {
             conn,
             traffic: (None, None),
-            io: Io {
-                tcp,
-                incoming: BytesMut::new(),
-                outgoing: BytesMut::new(),
-                plain: BytesMut::new(),
-                eof: false,
-            },
+            io: Io { tcp, bufs: None },
+            eof: false,
         };
         std::future::poll_fn(|cx| h.poll(cx)).await?;
         h.finish()
@@ -60,40 +55,89 @@ impl Acceptor {
 /// The socket and the connection's buffers.
 struct Io {
     tcp: TcpStream,
+    /// The buffers, while any of them holds bytes or room (boxed: an idle
+    /// connection holds none, and its `ServerTls` stays in a smaller size class).
+    bufs: Option<Box<Bufs>>,
+}
+
+/// The buffers in `slot`, their box taken from the thread's spares or made when
+/// there is none.
+fn bufs(slot: &mut Option<Box<Bufs>>) -> &mut Bufs {
+    slot.get_or_insert_with(|| spare::take(&BOXES).map_or_else(Box::default, |k| k.0))
+}
+
+/// An empty box of buffers kept in the thread's spares.
+struct Kept(Box<Bufs>);
+
+/// A connection's buffers, each from the thread's spares while bytes pass.
+#[derive(Default)]
+struct Bufs {
     /// Records read and not yet processed (a partial record between reads).
     incoming: BytesMut,
     /// Records to send.
     outgoing: BytesMut,
     /// Application bytes received and not yet taken by the reader.
     plain: BytesMut,
-    /// The client has closed its side (close_notify, or the end of the stream).
-    eof: bool,
 }
 
 impl Io {
+    /// The buffers (their box taken from the thread's spares or made, when there is
+    /// none).
+    fn bufs(&mut self) -> &mut Bufs {
+        bufs(&mut self.bufs)
+    }
+
+    /// Lets the box go (to the thread's spares) once its three buffers have gone back.
+    fn settle(&mut self) {
+        if let Some(b) = &self.bufs
+            && b.incoming.capacity() == 0
+            && b.outgoing.capacity() == 0
+            && b.plain.capacity() == 0
+            && let Some(b) = self.bufs.take()
+        {
+            spare::keep(&BOXES, Kept(b));
+        }
+    }
+
+    fn has_plain(&self) -> bool {
+        self.bufs.as_ref().is_some_and(|b| !b.plain.is_empty())
+    }
+
+    fn has_incoming(&self) -> bool {
+        self.bufs.as_ref().is_some_and(|b| !b.incoming.is_empty())
+    }
+
+    fn queued(&self) -> usize {
+        self.bufs.as_ref().map_or(0, |b| b.outgoing.len())
+    }
+
     /// Reads what the socket has after the records in hand, with room for the
     /// record being read.
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         loop {
             if self.tcp.poll_read_ready(cx)?.is_pending() {
-                if self.incoming.is_empty() {
-                    spare::release(&mut self.incoming);
+                if let Some(b) = &mut self.bufs
+                    && b.incoming.is_empty()
+                {
+                    spare::release(&mut b.incoming);
                 }
+                self.settle();
                 return Poll::Pending;
             }
-            if self.incoming.capacity() == 0 {
-                self.incoming = spare::buf();
+            let incoming = &mut bufs(&mut self.bufs).incoming;
+            if incoming.capacity() == 0 {
+                *incoming = spare::buf();
             }
-            let have = self.incoming.len();
-            let record = match self.incoming.get(3..records::HEADER) {
+            let have = incoming.len();
+            let record = match incoming.get(3..records::HEADER) {
                 Some(l) => records::HEADER + usize::from(u16::from_be_bytes([l[0], l[1]])),
                 None => records::HEADER,
             };
             let want = record.saturating_sub(have).max(4096);
-            if self.incoming.capacity() - have < want {
-                self.incoming.reserve(want);
+            if incoming.capacity() - have < want {
+                incoming.reserve(want);
             }
-            match super::read_ready(&self.tcp, &mut self.incoming) {
+            match super::read_ready(&self.tcp, incoming) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 r => return Poll::Ready(r),
             }
@@ -102,31 +146,43 @@ impl Io {
 
     /// Sends the records queued; their buffer goes back to the spares once sent.
     fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        while !self.outgoing.is_empty() {
-            let n = ready!(Pin::new(&mut self.tcp).poll_write(cx, &self.outgoing))?;
-            if n == 0 {
-                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+        if let Some(b) = &mut self.bufs {
+            while !b.outgoing.is_empty() {
+                let n = ready!(Pin::new(&mut self.tcp).poll_write(cx, &b.outgoing))?;
+                if n == 0 {
+                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                }
+                b.outgoing.advance(n);
             }
-            self.outgoing.advance(n);
+            spare::release(&mut b.outgoing);
         }
-        spare::release(&mut self.outgoing);
+        self.settle();
         Poll::Ready(Ok(()))
     }
 
     /// The connection failed: what is queued (an alert) goes out if the socket takes
     /// it now, and the buffers go back.
     fn abandon(&mut self) {
-        if !self.outgoing.is_empty() {
-            let _ = self.tcp.try_write(&self.outgoing);
-        }
-        for b in [&mut self.incoming, &mut self.outgoing, &mut self.plain] {
-            b.clear();
-            spare::release(b);
+        if let Some(mut b) = self.bufs.take() {
+            if !b.outgoing.is_empty() {
+                let _ = self.tcp.try_write(&b.outgoing);
+            }
+            let Bufs {
+                incoming,
+                outgoing,
+                plain,
+            } = &mut *b;
+            for b in [incoming, outgoing, plain] {
+                b.clear();
+                spare::release(b);
+            }
         }
     }
 }
 
 thread_local! {
+    /// Empty boxes of buffers, for connections' next bursts (spare.rs).
+    static BOXES: RefCell<Vec<Kept>> = const { RefCell::new(Vec::new()) };
     /// The traffic secrets rustls logged during the call in progress on this thread.
     static CAUGHT: RefCell<TrafficSecrets> = const { RefCell::new((None, None)) };
 }
@@ -221,6 +277,8 @@ struct Handshake {
     /// TLS 1.3's traffic secrets, once rustls has logged them.
     traffic: TrafficSecrets,
     io: Io,
+    /// The client has closed its side (close_notify, or the end of the stream).
+    eof: bool,
 }
 
 impl Handshake {
@@ -231,7 +289,7 @@ impl Handshake {
     fn process(&mut self) -> io::Result<Next> {
         loop {
             let (discard, step) = self.step();
-            self.io.incoming.advance(discard);
+            self.io.bufs().incoming.advance(discard);
             match step {
                 Ok(None) => {}
                 Ok(Some(next)) => return Ok(next),
@@ -243,7 +301,13 @@ impl Handshake {
     /// One state of rustls's machine handled: the bytes of `incoming` to discard, and
     /// where processing stopped (None: go on).
     fn step(&mut self) -> (usize, io::Result<Option<Next>>) {
-        let Self { conn, io, traffic } = self;
+        let Self {
+            conn,
+            io,
+            traffic,
+            eof,
+        } = self;
+        let io = io.bufs();
         caught();
         let status = conn.process_tls_records(&mut io.incoming[..]);
         let (client, server) = caught();
@@ -283,7 +347,7 @@ impl Handshake {
                 Ok(None)
             }
             ConnectionState::PeerClosed => {
-                io.eof = true;
+                *eof = true;
                 Ok(None)
             }
             ConnectionState::Closed => Ok(Some(Next::Closed)),
@@ -300,6 +364,7 @@ impl Handshake {
     fn fail(&mut self, e: io::Error) -> io::Error {
         if self.conn.wants_write() {
             let Self { conn, io, .. } = self;
+            let io = io.bufs();
             let status = conn.process_tls_records(&mut io.incoming[..]);
             if let Ok(ConnectionState::EncodeTlsData(mut alert)) = status.state {
                 let _ = append(&mut io.outgoing, 64, |b| {
@@ -318,7 +383,7 @@ impl Handshake {
             if next == Next::Done && !self.conn.is_handshaking() {
                 return Poll::Ready(Ok(()));
             }
-            if next == Next::Closed || self.io.eof {
+            if next == Next::Closed || self.eof {
                 return Poll::Ready(Err(io::ErrorKind::UnexpectedEof.into()));
             }
             if ready!(self.io.poll_fill(cx))? == 0 {
@@ -330,7 +395,12 @@ impl Handshake {
     /// The connection after its handshake: the keys come out of rustls (which is
     /// dropped), and records that came after the client's last flight are opened.
     fn finish(self) -> io::Result<ServerTls> {
-        let Handshake { conn, io, traffic } = self;
+        let Handshake {
+            conn,
+            io,
+            traffic,
+            eof,
+        } = self;
         let (keys, kernel) = conn.dangerous_into_kernel_connection().map_err(tls_error)?;
         let (limit, tls13) = match kernel.negotiated_cipher_suite() {
             SupportedCipherSuite::Tls13(s) => (s.common.confidentiality_limit, true),
@@ -342,26 +412,28 @@ impl Handshake {
         let mut s = ServerTls {
             io,
             records,
+            eof,
             closing: false,
             failed: None,
         };
-        if s.io.eof {
+        if s.eof {
             // Nothing after the client's close_notify is read.
-            s.io.incoming.clear();
+            s.io.bufs().incoming.clear();
         } else {
             s.open()?;
         }
-        if s.io.incoming.is_empty() {
-            spare::release(&mut s.io.incoming);
-        }
+        s.release_read();
         Ok(s)
     }
 }
 
-/// A client's TLS connection.
+/// A client's TLS connection (256 bytes: `records.rs`'s fields are unaligned bytes
+/// so that they pack with the rest into jemalloc's 256-byte class).
 pub struct ServerTls {
     io: Io,
     records: Records,
+    /// The client has closed its side (close_notify, or the end of the stream).
+    eof: bool,
     /// Our close_notify is queued.
     closing: bool,
     /// The connection failed (a bad record, the stream cut inside a record).
@@ -376,18 +448,35 @@ impl ServerTls {
     /// Bytes of buffer the connection holds (outside the keys).
     #[cfg(test)]
     fn held(&self) -> usize {
-        self.io.incoming.capacity() + self.io.outgoing.capacity() + self.io.plain.capacity()
+        let b = self.io.bufs.as_ref();
+        b.map_or(0, |b| {
+            b.incoming.capacity() + b.outgoing.capacity() + b.plain.capacity() + 1
+        })
+    }
+
+    /// After reading: buffers left empty go back to the spares (a record with no
+    /// application bytes leaves `plain` empty too), and the box with them.
+    fn release_read(&mut self) {
+        if let Some(b) = &mut self.io.bufs {
+            if b.incoming.is_empty() {
+                spare::release(&mut b.incoming);
+            }
+            if b.plain.is_empty() {
+                spare::release(&mut b.plain);
+            }
+        }
+        self.io.settle();
     }
 
     /// Opens the whole records read so far; a bad one ends the connection, its alert
     /// sent if the socket takes it at once, and every later call answers the same
     /// error.
     fn open(&mut self) -> io::Result<()> {
-        let io = &mut self.io;
+        let io = self.io.bufs();
         match self.records.open(&mut io.incoming, &mut io.plain) {
             Ok(closed) => {
                 if closed {
-                    io.eof = true;
+                    self.eof = true;
                 }
                 Ok(())
             }
@@ -398,7 +487,7 @@ impl ServerTls {
     fn fail(&mut self, kind: io::ErrorKind, f: Option<&Fatal>) -> io::Error {
         self.failed = Some(kind);
         if let Some(f) = f {
-            self.records.alert(f, &mut self.io.outgoing);
+            self.records.alert(f, &mut self.io.bufs().outgoing);
         }
         self.io.abandon();
         match f {
@@ -411,13 +500,13 @@ impl ServerTls {
     /// closed (Ok(false)).
     fn poll_plain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
         loop {
-            if !self.io.plain.is_empty() {
+            if self.io.has_plain() {
                 return Poll::Ready(Ok(true));
             }
             if let Some(kind) = self.failed {
                 return Poll::Ready(Err(kind.into()));
             }
-            if self.io.eof {
+            if self.eof {
                 return Poll::Ready(Ok(false));
             }
             // What is queued goes out as the socket takes it.
@@ -425,27 +514,22 @@ impl ServerTls {
                 return Poll::Ready(Err(e));
             }
             if ready!(self.io.poll_fill(cx))? == 0 {
-                if !self.io.incoming.is_empty() {
+                if self.io.has_incoming() {
                     // The stream ended inside a record.
                     let e = self.fail(io::ErrorKind::UnexpectedEof, None);
                     return Poll::Ready(Err(e));
                 }
-                self.io.eof = true;
+                self.eof = true;
             } else {
                 self.open()?;
             }
-            if self.io.eof {
+            if self.eof
+                && let Some(b) = &mut self.io.bufs
+            {
                 // Nothing after the client's close_notify is read.
-                self.io.incoming.clear();
+                b.incoming.clear();
             }
-            if self.io.incoming.is_empty() {
-                spare::release(&mut self.io.incoming);
-            }
-            // (A record with no application bytes leaves `plain` empty: its buffer
-            // goes back too.)
-            if self.io.plain.is_empty() {
-                spare::release(&mut self.io.plain);
-            }
+            self.release_read();
         }
     }
 
@@ -462,7 +546,7 @@ impl ServerTls {
             return Poll::Ready(Ok(0));
         }
         let buf = buf.buf();
-        let plain = &mut self.io.plain;
+        let plain = &mut self.io.bufs().plain;
         let n = plain.len();
         if buf.is_empty() {
             std::mem::swap(buf, plain);
@@ -475,6 +559,7 @@ impl ServerTls {
             plain.clear();
         }
         spare::release(plain);
+        self.io.settle();
         Poll::Ready(Ok(n))
     }
 
@@ -484,12 +569,13 @@ impl ServerTls {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         if ready!(self.poll_plain(cx))? {
-            let plain = &mut self.io.plain;
+            let plain = &mut self.io.bufs().plain;
             let n = buf.remaining().min(plain.len());
             buf.put_slice(&plain[..n]);
             plain.advance(n);
             if plain.is_empty() {
                 spare::release(plain);
+                self.io.settle();
             }
         }
         Poll::Ready(Ok(()))
@@ -499,14 +585,14 @@ impl ServerTls {
         if let Some(kind) = self.failed {
             return Poll::Ready(Err(kind.into()));
         }
-        if self.io.outgoing.len() >= HIGH_WATER {
+        if self.io.queued() >= HIGH_WATER {
             ready!(self.io.poll_send(cx))?;
         }
         if self.closing {
             return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
         }
         let data = &data[..data.len().min(WRITE_CHUNK)];
-        if let Err(f) = self.records.seal(data, &mut self.io.outgoing) {
+        if let Err(f) = self.records.seal(data, &mut self.io.bufs().outgoing) {
             return Poll::Ready(Err(self.fail(io::ErrorKind::InvalidData, Some(&f))));
         }
         if let Poll::Ready(Err(e)) = self.io.poll_send(cx) {
@@ -527,7 +613,7 @@ impl ServerTls {
         if !self.closing && self.failed.is_none() {
             self.closing = true;
             // Best effort: a client that has gone gets no close_notify.
-            let _ = self.records.close_notify(&mut self.io.outgoing);
+            let _ = self.records.close_notify(&mut self.io.bufs().outgoing);
         }
         ready!(self.io.poll_send(cx))?;
         ready!(Pin::new(&mut self.io.tcp).poll_shutdown(cx))?;
