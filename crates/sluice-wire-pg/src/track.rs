@@ -73,8 +73,9 @@ pub struct Desync(pub u8);
 
 #[derive(Debug, Default)]
 pub struct Tracker {
-    queue: VecDeque<Entry>,
-    done: Vec<Done>,
+    /// The requests in flight and those finished: boxed, and the box let go at rest
+    /// (every client's session holds a tracker, and one at rest needs neither).
+    q: Option<Box<Lists>>,
     /// The server is in copy-in mode and the client has not ended it yet: Syncs the
     /// client sends now are ignored by the server.
     copy_in: bool,
@@ -89,11 +90,33 @@ pub struct Tracker {
     batch_open: bool,
 }
 
-/// A tracker's emptied queues, for another tracker to reuse (see [`Tracker::release`]).
+/// A tracker's queues.
 #[derive(Debug, Default)]
-pub struct Queues {
+struct Lists {
     queue: VecDeque<Entry>,
     done: Vec<Done>,
+}
+
+/// A tracker's emptied queues, box and all, for another tracker to reuse (see
+/// [`Tracker::release`]).
+#[derive(Debug)]
+pub struct Queues(Box<Lists>);
+
+/// What a tracker without its box reads.
+static NO_LISTS: Lists = Lists {
+    queue: VecDeque::new(),
+    done: Vec::new(),
+};
+
+/// A tracker's queues, their box made when it has none.
+fn qm(q: &mut Option<Box<Lists>>) -> &mut Lists {
+    q.get_or_insert_with(Box::default)
+}
+
+/// A tracker's queues, to read (a tracker without its box reads empty ones, and
+/// gets none made).
+fn qr(q: &Option<Box<Lists>>) -> &Lists {
+    q.as_deref().unwrap_or(&NO_LISTS)
 }
 
 /// Queues longer than this are not worth keeping for reuse.
@@ -105,41 +128,38 @@ impl Tracker {
     /// needs room ([`Tracker::reuse`]): a client at rest between statements then
     /// allocates nothing for its next one.
     pub fn release(&mut self) -> Option<Queues> {
-        if !self.queue.is_empty() || !self.done.is_empty() {
+        let q = self.q.as_mut()?;
+        if !q.queue.is_empty() || !q.done.is_empty() {
             // One still holds entries: the other's memory goes all the same.
-            if self.queue.is_empty() {
-                self.queue = VecDeque::new();
+            if q.queue.is_empty() {
+                q.queue = VecDeque::new();
             }
-            if self.done.is_empty() {
-                self.done = Vec::new();
+            if q.done.is_empty() {
+                q.done = Vec::new();
             }
             return None;
         }
-        if self.queue.capacity() == 0 && self.done.capacity() == 0 {
-            return None;
-        }
-        let q = Queues {
-            queue: std::mem::take(&mut self.queue),
-            done: std::mem::take(&mut self.done),
-        };
-        (q.queue.capacity() <= KEPT_ROOM && q.done.capacity() <= KEPT_ROOM).then_some(q)
+        let q = self.q.take()?;
+        (q.queue.capacity() <= KEPT_ROOM && q.done.capacity() <= KEPT_ROOM).then_some(Queues(q))
     }
 
     /// Whether it holds no memory for its queues (one released may [`Tracker::reuse`]).
     pub fn bare(&self) -> bool {
-        self.queue.capacity() == 0 && self.done.capacity() == 0
+        self.q.is_none()
     }
 
-    /// Takes the memory of queues another tracker released, where it has none.
-    pub fn reuse(&mut self, mut q: Queues) {
-        q.queue.clear();
-        q.done.clear();
-        if self.queue.capacity() == 0 {
-            self.queue = q.queue;
+    /// Takes the queues another tracker released, where it has none.
+    pub fn reuse(&mut self, Queues(mut q): Queues) {
+        if self.q.is_none() {
+            q.queue.clear();
+            q.done.clear();
+            self.q = Some(q);
         }
-        if self.done.capacity() == 0 {
-            self.done = q.done;
-        }
+    }
+
+    /// Its queues, to read.
+    fn qs(&self) -> &Lists {
+        qr(&self.q)
     }
 
     pub fn new() -> Self {
@@ -162,7 +182,7 @@ impl Tracker {
         if self.skipping && kind != Kind::Sync {
             // The server ignores it (a simple Query too), and so does its answer.
             if kind != Kind::CopyEnd {
-                self.done.push(Done {
+                qm(&mut self.q).done.push(Done {
                     token,
                     kind,
                     outcome: Outcome::Skipped,
@@ -174,9 +194,9 @@ impl Tracker {
         match kind {
             Kind::CopyEnd if self.copy_in => self.copy_in = false,
             // Outside copy mode the server ignores CopyDone / CopyFail.
-            Kind::CopyEnd if self.queue.is_empty() => {}
+            Kind::CopyEnd if qr(&self.q).queue.is_empty() => {}
             Kind::Sync if self.copy_in => {}
-            _ => self.queue.push_back(Entry {
+            _ => qm(&mut self.q).queue.push_back(Entry {
                 kind,
                 origin,
                 token,
@@ -189,13 +209,13 @@ impl Tracker {
     /// client sent after that request up to the end of the copy.
     fn enter_copy_in(&mut self) {
         let mut i = 1;
-        while i < self.queue.len() {
-            match self.queue[i].kind {
+        while i < qr(&self.q).queue.len() {
+            match qr(&self.q).queue[i].kind {
                 Kind::Sync => {
-                    self.queue.remove(i);
+                    qm(&mut self.q).queue.remove(i);
                 }
                 Kind::CopyEnd => {
-                    self.queue.remove(i);
+                    qm(&mut self.q).queue.remove(i);
                     return;
                 }
                 _ => i += 1,
@@ -206,24 +226,28 @@ impl Tracker {
 
     /// CopyDone / CopyFail markers get no answer: drop them when they reach the head.
     fn drop_markers(&mut self) {
-        while self.queue.front().is_some_and(|e| e.kind == Kind::CopyEnd) {
-            self.queue.pop_front();
+        while qr(&self.q)
+            .queue
+            .front()
+            .is_some_and(|e| e.kind == Kind::CopyEnd)
+        {
+            qm(&mut self.q).queue.pop_front();
         }
     }
 
     /// No request in flight, and the server waits for nothing (not for a Sync that
     /// ends an error's skipping).
     pub fn is_idle(&self) -> bool {
-        !self.skipping && self.queue.iter().all(|e| e.kind == Kind::CopyEnd)
+        !self.skipping && self.qs().queue.iter().all(|e| e.kind == Kind::CopyEnd)
     }
 
     /// The token of the request the next server frame belongs to.
     pub fn head_token(&self) -> Option<u64> {
-        self.queue.front().map(|e| e.token)
+        self.qs().queue.front().map(|e| e.token)
     }
 
     pub fn in_flight(&self) -> usize {
-        self.queue.len()
+        self.qs().queue.len()
     }
 
     /// Appends the answers Sluice gives itself that are now due (those at the head of the
@@ -231,7 +255,8 @@ impl Tracker {
     /// Whether [`Tracker::release_synthetic`] has anything to do (checked per server
     /// frame, before the answer's buffer is touched).
     pub fn has_synthetic(&self) -> bool {
-        self.queue
+        self.qs()
+            .queue
             .front()
             .is_some_and(|e| e.kind == Kind::CopyEnd || matches!(e.origin, Origin::Synthetic(_)))
     }
@@ -241,7 +266,7 @@ impl Tracker {
         while let Some(Entry {
             origin: Origin::Synthetic(bytes),
             ..
-        }) = self.queue.front()
+        }) = qr(&self.q).queue.front()
         {
             out.extend_from_slice(bytes);
             // A ReadyForQuery Sluice answers itself carries the status as of now.
@@ -249,8 +274,8 @@ impl Tracker {
             if n >= 6 && out[n - 6..n - 1] == [b'Z', 0, 0, 0, 5] {
                 out[n - 1] = self.status;
             }
-            if let Some(e) = self.queue.pop_front() {
-                self.done.push(Done {
+            if let Some(e) = qm(&mut self.q).queue.pop_front() {
+                qm(&mut self.q).done.push(Done {
                     token: e.token,
                     kind: e.kind,
                     outcome: Outcome::Ok,
@@ -263,7 +288,7 @@ impl Tracker {
     /// Call [`Tracker::release_synthetic`] before and after each call.
     pub fn on_frame(&mut self, tag: u8) -> Result<bool, Desync> {
         self.drop_markers();
-        let Some(head) = self.queue.front() else {
+        let Some(head) = qr(&self.q).queue.front() else {
             // Asynchronous messages may arrive at any time, and so may a FATAL error
             // (e.g. the server shutting down).
             return match tag {
@@ -284,7 +309,7 @@ impl Tracker {
             self.copy_in = false;
         }
         if tag == b'E'
-            && let Some(h) = self.queue.front_mut()
+            && let Some(h) = qm(&mut self.q).queue.front_mut()
         {
             h.errored = true;
         }
@@ -293,7 +318,7 @@ impl Tracker {
             (Kind::Query | Kind::Execute, b'G') => self.enter_copy_in(),
             (Kind::Query | Kind::FunctionCall, b'Z') => {
                 self.batch_errored = false;
-                let failed = self.queue.front().is_some_and(|e| e.errored);
+                let failed = qr(&self.q).queue.front().is_some_and(|e| e.errored);
                 self.complete(if failed { Outcome::Failed } else { Outcome::Ok })
             }
             (Kind::Query | Kind::FunctionCall, _) => {}
@@ -306,7 +331,7 @@ impl Tracker {
             (_, b'E') => {
                 self.batch_errored = forward;
                 self.complete(Outcome::Failed);
-                while let Some(e) = self.queue.front() {
+                while let Some(e) = qr(&self.q).queue.front() {
                     if e.kind == Kind::Sync {
                         break;
                     }
@@ -314,7 +339,7 @@ impl Tracker {
                 }
                 // The client has not sent its Sync yet: what it sends until then is
                 // skipped by the server too.
-                self.skipping = self.queue.is_empty();
+                self.skipping = qr(&self.q).queue.is_empty();
             }
             (Kind::Parse, b'1')
             | (Kind::Bind, b'2')
@@ -329,8 +354,8 @@ impl Tracker {
     }
 
     fn complete(&mut self, outcome: Outcome) {
-        if let Some(e) = self.queue.pop_front() {
-            self.done.push(Done {
+        if let Some(e) = qm(&mut self.q).queue.pop_front() {
+            qm(&mut self.q).done.push(Done {
                 token: e.token,
                 kind: e.kind,
                 outcome,
@@ -339,32 +364,39 @@ impl Tracker {
     }
 
     /// Entries finished since the last call.
-    pub fn take_done(&mut self) -> std::vec::Drain<'_, Done> {
-        self.done.drain(..)
+    pub fn take_done(&mut self) -> impl Iterator<Item = Done> + '_ {
+        self.q.iter_mut().flat_map(|q| q.done.drain(..))
     }
 
     /// The finished entries, all at once (their memory comes back with
     /// [`Tracker::give_back_done`], so that handling them allocates nothing).
     pub fn swap_done(&mut self) -> Vec<Done> {
-        std::mem::take(&mut self.done)
+        self.q
+            .as_mut()
+            .map(|q| std::mem::take(&mut q.done))
+            .unwrap_or_default()
     }
 
     /// The list [`Tracker::swap_done`] gave, handled: its memory is reused.
     pub fn give_back_done(&mut self, mut list: Vec<Done>) {
         list.clear();
-        if self.done.is_empty() {
-            self.done = list;
+        if let Some(q) = &mut self.q
+            && q.done.is_empty()
+        {
+            q.done = list;
         }
     }
 
     pub fn has_done(&self) -> bool {
-        !self.done.is_empty()
+        !self.qs().done.is_empty()
     }
 
     /// Forgets everything (the connection is being closed).
     pub fn clear(&mut self) {
-        self.queue.clear();
-        self.done.clear();
+        if let Some(q) = &mut self.q {
+            q.queue.clear();
+            q.done.clear();
+        }
         self.copy_in = false;
         self.skipping = false;
     }
@@ -385,7 +417,8 @@ impl Tracker {
         }
         self.status = status;
         let mut errored = self.batch_errored || self.skipping;
-        for e in std::mem::take(&mut self.queue) {
+        let queue = self.q.as_mut().map(|q| std::mem::take(&mut q.queue));
+        for e in queue.unwrap_or_default() {
             let outcome = match (e.origin, e.kind) {
                 (Origin::Injected, _) | (_, Kind::CopyEnd) => continue,
                 (Origin::Synthetic(bytes), kind) => {
@@ -417,7 +450,7 @@ impl Tracker {
                     outcome
                 }
             };
-            self.done.push(Done {
+            qm(&mut self.q).done.push(Done {
                 token: e.token,
                 kind: e.kind,
                 outcome,
@@ -443,7 +476,8 @@ impl Tracker {
 
     /// Whether the head request is one Sluice sent by itself.
     pub fn head_injected(&self) -> bool {
-        self.queue
+        self.qs()
+            .queue
             .front()
             .is_some_and(|e| matches!(e.origin, Origin::Injected))
     }

@@ -49,6 +49,15 @@ async fn unknown_command_wrong_sequence_and_oversized_packets() {
         "connection closed after a sequence error"
     );
 
+    // Two commands under the cap, together over it: each is its own packet.
+    let mut big = connect(a).await;
+    for n in [700_000, 400_000] {
+        let sql = format!("SELECT LENGTH('{}')", "x".repeat(n));
+        let got: Option<i64> = big.query_first(sql).await.unwrap();
+        assert_eq!(got, Some(n as i64));
+    }
+    big.disconnect().await.unwrap();
+
     // Over the cap: ERR 1153 before the packet's body is even read.
     let mut c = RawMy::login(a, APP_USER, APP_PW).await;
     let len = 2 << 20;

@@ -333,9 +333,7 @@ async fn main_loop<R: Relay>(r: &mut R) -> End {
         let report_drain = !r.in_flight();
         let core: &mut Core<R::Conn> = r;
         core.io.report_drain = report_drain;
-        let server = core.lease.as_mut().map(|l| &mut l.conn);
-        let watch = super::pump::Watch::of(&core.shared, &core.client);
-        let ev = core.io.next(server, watch).await;
+        let ev = next_event(core).await;
         activity = matches!(ev, Event::ClientRead(Ok(1..)));
         // The event is handled before anything is awaited: neither it nor what came
         // of it stays in the loop's state across a step (every idle client's task
@@ -357,6 +355,27 @@ async fn main_loop<R: Relay>(r: &mut R) -> End {
             return end;
         }
     }
+}
+
+/// The session's next event (see [`super::pump::Pump::poll_io`]). (A plain function
+/// whose future holds the session alone, one word: every idle client's task holds
+/// it. The server connection and what the pump watches are found at each poll.)
+fn next_event<C: PoolConn + crate::pool::Duplex>(
+    core: &mut Core<C>,
+) -> impl Future<Output = Event> + Send + '_ {
+    std::future::poll_fn(move |cx| {
+        let Core {
+            io,
+            lease,
+            shared,
+            client,
+            ..
+        } = &mut *core;
+        let server = lease
+            .as_mut()
+            .map(|l| crate::pool::Duplex::duplex(&mut l.conn));
+        io.poll_io(server, super::pump::Watch::of(shared, client), false, cx)
+    })
 }
 
 /// What [`main_loop`] does after an event.

@@ -188,7 +188,8 @@ impl Pump {
         }
     }
 
-    /// Makes [`Pump::next`] return [`Event::Timeout`] once `deadline` has passed.
+    /// Makes the session's next event ([`Pump::poll_io`]) [`Event::Timeout`] once
+    /// `deadline` has passed.
     pub fn set_deadline(&mut self, deadline: Option<tokio::time::Instant>) {
         let set = self
             .timer
@@ -401,21 +402,6 @@ impl Pump {
             home.wake_on_stop(cx.waker());
         }
         *watch.stop.borrow()
-    }
-
-    /// The next event (see [`Pump::poll_io`]).
-    /// (A plain function: an async one would keep its arguments twice in every idle
-    /// client's task. It keeps the server connection, not its socket and buffer: one
-    /// word fewer in every idle client's task.)
-    pub fn next<'a, C: crate::pool::Duplex + Send>(
-        &'a mut self,
-        mut server: Option<&'a mut C>,
-        watch: Watch<'a>,
-    ) -> impl Future<Output = Event> + Send + 'a {
-        std::future::poll_fn(move |cx| {
-            let s = server.as_mut().map(|c| c.duplex());
-            self.poll_io(s, watch, false, cx)
-        })
     }
 
     /// While the client's statement runs on a shared connection: moves its answer to the

@@ -197,7 +197,7 @@ pub(super) async fn finish(
         caps: a.client_caps,
         kill,
         readmit: ctx.clone(),
-        scramble: a.scramble,
+        scramble: a.scramble.unwrap_or(crate::session::mysql::NO_SCRAMBLE),
     };
     Some((c, (seat, session)))
 }

@@ -286,7 +286,7 @@ pub async fn login(
     let session = Session {
         cancel,
         client_params,
-        client_fp: None,
+        client_fp: crate::session::pg::UNKNOWN_FP,
     };
     Some((seat, session))
 }

@@ -86,7 +86,7 @@ impl Relay {
         let readmit = self.s.readmit.clone();
         let (shared, max) = (self.core.shared.clone(), self.core.max_message());
         let caps = self.s.caps;
-        let login = (caps, self.s.scramble);
+        let login = (caps, self.s.scramble());
         let new = readmit.readmit(&shared, &mut self.core.io, cu, login, max);
         let Some(new) = new.await? else {
             return Ok(Cmd::Taken);

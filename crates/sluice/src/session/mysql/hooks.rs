@@ -84,8 +84,8 @@ impl driver::Relay for Relay {
         if let Some(q) = self.tracker.release() {
             crate::stream::spare::keep(&super::TRACKER_SPARES, q);
         }
-        crate::session::shed_to(&mut self.origins, &super::ORIGIN_SPARES);
-        crate::session::shed(&mut self.kills);
+        self.origins.shed_to(&super::ORIGIN_SPARES);
+        self.kills.shed();
     }
 
     fn between_requests(&self) -> bool {
@@ -209,7 +209,7 @@ impl driver::Relay for Relay {
     }
 
     fn before_finish(&mut self) {
-        for k in self.kills.drain(..) {
+        for k in self.kills.drain() {
             k.answered(false);
         }
     }

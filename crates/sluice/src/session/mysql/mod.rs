@@ -30,7 +30,6 @@ use bytes::BytesMut;
 use sluice_config::PoolMode;
 use sluice_wire_mysql::track::{Step, Tracker};
 use sluice_wire_mysql::{consts, packet};
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 thread_local! {
@@ -39,7 +38,7 @@ thread_local! {
     static TRACKER_SPARES: std::cell::RefCell<Vec<sluice_wire_mysql::track::Queue>> =
         const { std::cell::RefCell::new(Vec::new()) };
     /// The same for the queues of what each request in flight is.
-    static ORIGIN_SPARES: std::cell::RefCell<Vec<VecDeque<Origin>>> =
+    static ORIGIN_SPARES: std::cell::RefCell<Vec<crate::session::queue::Kept<Origin>>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
@@ -60,8 +59,19 @@ pub struct Session {
     /// How COM_CHANGE_USER logs the client in again (the listener's frontend).
     pub readmit: Arc<dyn change_user::Readmit>,
     /// The scramble Sluice greeted the client with (listeners where Sluice checks
-    /// clients itself): a COM_CHANGE_USER's answer is made for it.
-    pub scramble: Option<[u8; 20]>,
+    /// clients itself): a COM_CHANGE_USER's answer is made for it. [`NO_SCRAMBLE`]
+    /// where there is none (a scramble's bytes are printable: never all zero; an
+    /// `Option` would cost every session a word).
+    pub scramble: [u8; 20],
+}
+
+pub const NO_SCRAMBLE: [u8; 20] = [0; 20];
+
+impl Session {
+    /// The scramble Sluice greeted the client with, if it did.
+    pub fn scramble(&self) -> Option<[u8; 20]> {
+        (self.scramble != NO_SCRAMBLE).then_some(self.scramble)
+    }
 }
 
 /// What the client's next packets are.
@@ -113,9 +123,9 @@ pub struct Relay {
     /// The answer from a shared connection is to Sluice's prepare of the statement there. (Boxed: rare.)
     preparing: Option<Box<self::muxed::Preparing>>,
     /// Clients whose connection a KILL of ours is aimed at, oldest first.
-    kills: VecDeque<self::kill::KillWait>,
+    kills: crate::session::queue::Queue<self::kill::KillWait>,
     /// One entry per command awaiting its answer, in order.
-    origins: VecDeque<Origin>,
+    origins: crate::session::queue::Queue<Origin>,
     /// The client's prepared statements (transaction mode).
     stmts: self::stmts::ClientStmts,
     /// A command waits for Sluice's own COM_STMT_PREPARE: read no more client packets.
@@ -134,7 +144,7 @@ pub struct Relay {
     hold_once: bool,
     /// The id the client's last insert generated (transaction mode: it may have run on
     /// another server connection than the next statement).
-    last_insert: Option<u64>,
+    last_insert: Option<std::num::NonZeroU64>,
     /// The server packet being relayed belongs to the client (not to Sluice's own).
     s_forward: bool,
     incoming: Incoming,
@@ -142,7 +152,7 @@ pub struct Relay {
     c_cont: bool,
     s_cont: bool,
     /// Bytes of the client's current logical packet so far (for the size cap).
-    c_logical: usize,
+    c_logical: u32,
     /// Sequence id of the client's last packet (Sluice's own answers follow it).
     c_seq: u8,
     /// Status flags of the last complete answer.
@@ -167,8 +177,8 @@ pub fn run(
     let clock = crate::session::timeouts::Clock::new(timeouts);
     let r = Relay {
         core: Core::new(shared, seat, stream, buf, clock),
-        origins: VecDeque::new(),
-        kills: VecDeque::new(),
+        origins: Default::default(),
+        kills: Default::default(),
         preparing: None,
         stmts: Default::default(),
         blocked: false,
@@ -230,12 +240,14 @@ impl Relay {
         {
             self.tracker.reuse(q);
         }
-        crate::session::unshed(&mut self.origins, &ORIGIN_SPARES);
+        self.origins.unshed(&ORIGIN_SPARES);
         while let Some((mut len, seq)) = packet::header(&self.core.io.cbuf) {
             if self.blocked {
                 return Ok(());
             }
-            if self.c_logical + len > self.core.max_message() {
+            // (A packet that does not continue one starts a new logical packet.)
+            let so_far = if self.c_cont { self.c_logical } else { 0 };
+            if so_far as usize + len > self.core.max_message() {
                 let e = Error::new(
                     Kind::Protocol,
                     Side::Client,
@@ -289,7 +301,10 @@ impl Relay {
             }
             self.c_seq = seq;
             self.c_cont = len == packet::MAX_PAYLOAD;
-            self.c_logical += len;
+            // (Under the bound just checked, a u32 like it.)
+            self.c_logical = self
+                .c_logical
+                .saturating_add(u32::try_from(len).unwrap_or(u32::MAX));
             if self.core.lease.is_none() {
                 // File or auth data with no server to go to: the session is broken.
                 return Err(End::Failed(Error::protocol("packet out of order")));

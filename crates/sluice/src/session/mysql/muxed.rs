@@ -168,9 +168,7 @@ impl Relay {
         let head = head.get(4..).unwrap_or_default();
         if head.first() == Some(&0) {
             let id = last_insert_id(head);
-            if id != 0 {
-                self.last_insert = Some(id);
-            }
+            self.last_insert = std::num::NonZeroU64::new(id).or(self.last_insert);
         }
         self.on_client_packets().await
     }

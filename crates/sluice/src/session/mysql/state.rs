@@ -220,9 +220,7 @@ impl Relay {
         // LAST_INSERT_ID() lives on the connection: remember it for the client.
         if head.first() == Some(&0) {
             let id = last_insert_id(head);
-            if id != 0 {
-                self.last_insert = Some(id);
-            }
+            self.last_insert = std::num::NonZeroU64::new(id).or(self.last_insert);
         }
         for e in effects.iter().flat_map(|e| e.iter()) {
             // Session variables are not transactional in MySQL: they count at once.

@@ -173,7 +173,7 @@ impl Relay {
                 .extend_from_slice(&[l[0], l[1], l[2], 0]);
             self.core.io.to_server.extend_from_slice(&out);
             self.c_cont = true;
-            self.c_logical = len;
+            self.c_logical = u32::try_from(len).unwrap_or(u32::MAX);
             self.c_seq = 0;
         } else {
             let mut seq = 0;

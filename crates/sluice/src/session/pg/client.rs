@@ -64,6 +64,7 @@ impl Relay {
         {
             self.tracker.reuse(q);
         }
+        self.actions.unshed(&super::ACTION_SPARES);
         loop {
             let item = self
                 .cscan
@@ -212,7 +213,7 @@ impl Relay {
             t,
         );
         self.skip_to_sync = !end_now;
-        if let Some(s) = self.signals.as_mut() {
+        if let Some(s) = self.signals() {
             s.failed = true;
         }
     }
@@ -482,7 +483,8 @@ impl Relay {
         if portal.is_empty() {
             self.portal_effects = effects;
         } else if let Some(effects) = effects {
-            self.named_portal_effects
+            self.rare()
+                .named_portal_effects
                 .get_or_insert_default()
                 .insert(Bytes::copy_from_slice(portal), effects);
         }
@@ -536,7 +538,10 @@ impl Relay {
             let effects = if portal.is_empty() {
                 self.portal_effects.clone()
             } else {
-                let named = self.named_portal_effects.as_ref();
+                let named = self
+                    .rare
+                    .as_ref()
+                    .and_then(|r| r.named_portal_effects.as_ref());
                 named.and_then(|m| m.get(portal)).cloned()
             };
             if let Some(effects) = effects {
@@ -590,11 +595,13 @@ impl Relay {
         }
         if kind == b'P'
             && !name.is_empty()
-            && let Some(m) = self.named_portal_effects.as_mut()
+            && let Some(r) = self.rare.as_mut()
+            && let Some(m) = r.named_portal_effects.as_mut()
         {
             m.remove(name);
             if m.is_empty() {
-                self.named_portal_effects = None;
+                r.named_portal_effects = None;
+                self.settle_rare();
             }
         }
         self.tracker.push(TKind::Close, Origin::Client, t);

@@ -83,11 +83,11 @@ impl driver::Relay for Relay {
         if let Some(q) = self.tracker.release() {
             crate::stream::spare::keep(&super::TRACKER_SPARES, q);
         }
-        crate::session::shed(&mut self.actions);
+        self.actions.shed_to(&super::ACTION_SPARES);
     }
 
     fn between(&mut self) {
-        if self.signals.is_some() && self.at_rest {
+        if self.at_rest && self.rare.as_ref().is_some_and(|r| r.signals.is_some()) {
             self.settle_signals();
         }
     }

@@ -39,6 +39,9 @@ pub(crate) const STREAM_OVER: usize = 64 * 1024;
 /// A logged-in client's seat (its pool, lease and route) and the rest of its session.
 pub type Admitted = (Seat<ServerConn>, Session);
 
+/// `Session::client_fp` before the fingerprints are computed.
+pub const UNKNOWN_FP: (u64, u64) = (0, 0);
+
 /// What the PostgreSQL relay needs about a logged-in client, beyond its seat.
 pub struct Session {
     pub cancel: Registration,
@@ -46,8 +49,30 @@ pub struct Session {
     /// with the clients that see the same; copied when this one's change).
     pub client_params: Arc<BTreeMap<String, String>>,
     /// Cached fingerprints of `client_params`, all its per-client parameters and those
-    /// that a Parse depends on (None when it changed).
-    pub client_fp: Option<(u64, u64)>,
+    /// that a Parse depends on ([`UNKNOWN_FP`] when it changed: a pair of hashes that
+    /// happens to be (0, 0) is only computed again each time, where an `Option` would
+    /// cost every session a word).
+    pub client_fp: (u64, u64),
+}
+
+impl Relay {
+    /// What few sessions hold (the box made when there is none).
+    fn rare(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_default()
+    }
+
+    /// Lets go of the box once all it held is gone.
+    fn settle_rare(&mut self) {
+        if self.rare.as_ref().is_some_and(|r| {
+            r.fatal.is_none() && r.named_portal_effects.is_none() && r.signals.is_none()
+        }) {
+            self.rare = None;
+        }
+    }
+
+    fn signals(&mut self) -> Option<&mut self::pids::Signals> {
+        self.rare.as_mut()?.signals.as_deref_mut()
+    }
 }
 
 impl Session {
@@ -62,14 +87,14 @@ impl Session {
     }
 
     fn fingerprints(&mut self) -> (u64, u64) {
-        if let Some(f) = self.client_fp {
-            return f;
+        if self.client_fp != UNKNOWN_FP {
+            return self.client_fp;
         }
         let f = (
             crate::backend::pg::params_fingerprint(&self.client_params),
             crate::backend::pg::parse_fingerprint(&self.client_params),
         );
-        self.client_fp = Some(f);
+        self.client_fp = f;
         f
     }
 }
@@ -140,6 +165,43 @@ thread_local! {
     /// session on the thread (stream/spare.rs).
     static TRACKER_SPARES: std::cell::RefCell<Vec<sluice_wire_pg::track::Queues>> =
         const { std::cell::RefCell::new(Vec::new()) };
+    /// The same for sessions' queues of actions.
+    static ACTION_SPARES: std::cell::RefCell<Vec<crate::session::queue::Kept<(u64, Action)>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// What the last CommandComplete tag's count is.
+#[derive(Clone, Copy, PartialEq)]
+enum LastTag {
+    /// Rows sent (SELECT, FETCH, COPY, MOVE; 0 for the tags without a count).
+    Rows,
+    /// Rows changed (INSERT, UPDATE, DELETE, MERGE).
+    Changed,
+    /// COMMIT (a transaction's end that kept its changes).
+    Commit,
+}
+
+impl LastTag {
+    fn of(tag: &[u8]) -> (u64, LastTag) {
+        if tag.starts_with(b"COMMIT") {
+            return (0, LastTag::Commit);
+        }
+        let o = crate::stats::Outcome::of_tag(tag);
+        if o.affected > 0 {
+            (o.affected, LastTag::Changed)
+        } else {
+            (o.rows, LastTag::Rows)
+        }
+    }
+
+    /// What the statement did, for its digest.
+    fn outcome(self, count: u64) -> crate::stats::Outcome {
+        crate::stats::Outcome {
+            rows: if self == LastTag::Rows { count } else { 0 },
+            affected: if self == LastTag::Changed { count } else { 0 },
+            error: false,
+        }
+    }
 }
 
 /// Effects of named portals, by portal name.
@@ -157,7 +219,7 @@ pub struct Relay {
     s_dropping: bool,
     ledger_in_tx: bool,
     stmts: Statements,
-    actions: VecDeque<(u64, Action)>,
+    actions: crate::session::queue::Queue<(u64, Action)>,
     next_token: u64,
     /// Last ReadyForQuery status seen.
     status: u8,
@@ -170,22 +232,19 @@ pub struct Relay {
     sync_owed: bool,
     unnamed_effects: Effects,
     portal_effects: Effects,
-    last_tag: Vec<u8>,
+    /// The last CommandComplete tag's count, and what it counts ([`LastTag`]): kept
+    /// as numbers, where the tag would be a buffer in every session.
+    last_count: u64,
+    last_tag: LastTag,
     /// The CopyData frame being streamed from the client is dropped (no COPY running).
     c_dropping: bool,
     /// The client's last unnamed statement (query, parameter types), and whether it
     /// exists on the server connection held now.
     unnamed: Unnamed,
     unnamed_here: bool,
-    /// Effects of named portals (rare), by portal name.
-    /// (Boxed: most sessions never have one.)
-    named_portal_effects: Option<Box<PortalEffects>>,
     /// Sync batches sent so far: a statement whose Parse went out in an earlier batch
     /// is not relied on until the server confirms it.
     batch: u64,
-    /// Set when something Sluice did on the client's behalf failed in a way that
-    /// leaves the session state unknown (e.g. replaying its SETs).
-    fatal: Option<Box<Error>>,
     /// The server sent the client a FATAL error: it is about to close the connection.
     server_fatal: bool,
     /// The last error the server sent says a prepared statement's copy is stale.
@@ -193,14 +252,26 @@ pub struct Relay {
     /// The pool-wide statement the client's round on a shared connection runs.
     /// (As bytes: a u128 would align the whole relay to 16 bytes.)
     muxed_stmt: Option<[u8; 16]>,
-    /// What the client's statements signalling other clients leave to do.
-    signals: Option<Box<self::pids::Signals>>,
     /// Bytes of the extended-protocol round kept for a retry still to be handled
     /// (see client.rs `keep_for_retry`).
     round_left: u32,
     /// The client's transaction was lost with its server connection: Sluice answers
     /// for it as for a failed transaction until the client ends it (aborted.rs).
     aborted: Option<Box<self::aborted::Aborted>>,
+    /// What few sessions ever hold, in one box.
+    rare: Option<Box<Rare>>,
+}
+
+/// What few sessions ever hold (every session holds the word for it).
+#[derive(Default)]
+struct Rare {
+    /// Set when something Sluice did on the client's behalf failed in a way that
+    /// leaves the session state unknown (e.g. replaying its SETs).
+    fatal: Option<Box<Error>>,
+    /// Effects of named portals, by portal name.
+    named_portal_effects: Option<Box<PortalEffects>>,
+    /// What the client's statements signalling other clients leave to do.
+    signals: Option<Box<self::pids::Signals>>,
 }
 
 driver::relay_core!(Relay, ServerConn);
@@ -221,7 +292,7 @@ pub fn run(
         s_dropping: false,
         ledger_in_tx: false,
         stmts: Statements::default(),
-        actions: VecDeque::new(),
+        actions: Default::default(),
         next_token: 0,
         status: b'I',
         at_rest: true,
@@ -229,19 +300,18 @@ pub fn run(
         sync_owed: false,
         unnamed_effects: None,
         portal_effects: None,
-        last_tag: Vec::new(),
+        last_count: 0,
+        last_tag: LastTag::Rows,
         c_dropping: false,
         unnamed: Unnamed::default(),
         unnamed_here: false,
-        named_portal_effects: None,
         batch: 0,
-        fatal: None,
         server_fatal: false,
         stale_error: false,
         muxed_stmt: None,
-        signals: None,
         round_left: 0,
         aborted: None,
+        rare: None,
     };
     // Not itself async: the relay's state is the driver's alone, not copied into a
     // future of this function's as well.
@@ -285,8 +355,11 @@ impl Relay {
     /// After handling what one side sent: what Sluice did on the client's behalf may
     /// have left the session state unknown.
     fn fatal_check(&mut self) -> Result<(), End> {
-        match self.fatal.take() {
-            Some(e) => Err(End::Failed(*e)),
+        match self.rare.as_mut().and_then(|r| r.fatal.take()) {
+            Some(e) => {
+                self.settle_rare();
+                Err(End::Failed(*e))
+            }
             None => Ok(()),
         }
     }

@@ -76,7 +76,7 @@ impl Relay {
                 if target.get().as_ref() != Some(&key) {
                     continue;
                 }
-                self.signals.get_or_insert_default().held.push(held);
+                self.rare().signals.get_or_insert_default().held.push(held);
                 if call.terminate {
                     target.mark_terminated();
                 }
@@ -99,7 +99,11 @@ impl Relay {
             }
             out.splice(call.call_at.clone(), value);
             if call.terminate {
-                self.signals.get_or_insert_default().terminate.push(target);
+                self.rare()
+                    .signals
+                    .get_or_insert_default()
+                    .terminate
+                    .push(target);
             }
             changed = true;
         }
@@ -149,7 +153,7 @@ impl Relay {
             if target.get().as_ref() != Some(&key) {
                 continue;
             }
-            self.signals.get_or_insert_default().held.push(held);
+            self.rare().signals.get_or_insert_default().held.push(held);
             if terminate {
                 target.mark_terminated();
             }
@@ -183,9 +187,10 @@ impl Relay {
     /// The client's request has been answered: the connections its signals aimed at go
     /// back to their clients, and the terminates it asked for take effect.
     pub(super) fn settle_signals(&mut self) {
-        let Some(signals) = self.signals.take() else {
+        let Some(signals) = self.rare.as_mut().and_then(|r| r.signals.take()) else {
             return;
         };
+        self.settle_rare();
         if !signals.failed {
             for target in &signals.terminate {
                 target.terminate();

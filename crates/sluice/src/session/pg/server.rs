@@ -119,16 +119,17 @@ impl Relay {
                                 .map(|(k, v)| (k.to_owned(), v.to_owned()));
                         }
                         be::COMMAND_COMPLETE => {
-                            self.last_tag.clear();
-                            self.last_tag
-                                .extend_from_slice(msg::command_tag(body).unwrap_or_default());
+                            (self.last_count, self.last_tag) =
+                                super::LastTag::of(msg::command_tag(body).unwrap_or_default());
                         }
                         _ => {}
                     }
                     if h.tag == be::ERROR_RESPONSE {
                         self.server_fatal |= fwd && fatal(body);
                         self.stale_error = stale(body);
-                        if let Some(s) = self.signals.as_mut() {
+                        if let Some(r) = self.rare.as_mut()
+                            && let Some(s) = r.signals.as_mut()
+                        {
                             s.failed = true;
                         }
                     }
@@ -144,7 +145,7 @@ impl Relay {
                         conn.set_reported(&k, &v);
                         if fwd {
                             Arc::make_mut(&mut self.s.client_params).insert(k, v);
-                            self.s.client_fp = None;
+                            self.s.client_fp = super::UNKNOWN_FP;
                         }
                     }
                     if self.tx_mode() {
@@ -204,7 +205,7 @@ impl Relay {
             Effect::TxEnd => {
                 self.core
                     .ledger
-                    .end_transaction(self.last_tag.starts_with(b"COMMIT"));
+                    .end_transaction(self.last_tag == super::LastTag::Commit);
                 self.ledger_in_tx = false;
             }
             e => self
@@ -244,7 +245,7 @@ impl Relay {
         for d in done.drain(..) {
             if self.core.digests_waiting() {
                 let outcome = match d.outcome {
-                    Outcome::Ok => crate::stats::Outcome::of_tag(&self.last_tag),
+                    Outcome::Ok => self.last_tag.outcome(self.last_count),
                     _ => crate::stats::Outcome {
                         error: true,
                         ..Default::default()
@@ -306,7 +307,7 @@ impl Relay {
                 }
             }
             Action::Replay if !ok => {
-                self.fatal = Some(Box::new(Error::new(
+                self.rare().fatal = Some(Box::new(Error::new(
                     Kind::Desync,
                     Side::Server,
                     "could not restore this session's settings on a server connection",
