@@ -178,6 +178,11 @@ impl Tracker {
         }
     }
 
+    /// The capabilities it was made with.
+    pub fn caps(&self) -> u64 {
+        self.caps
+    }
+
     /// Rows the server sent in result sets since this was last called.
     pub fn take_rows(&mut self) -> u64 {
         std::mem::take(&mut self.rows)

@@ -40,7 +40,7 @@ pub async fn admit_then_relay<S, C, A, R>(
     // Its polls numbered: the relay skips asking again within one poll for a server
     // read that came back `Pending` (`crate::stream::polls`).
     let relay = futures_util::FutureExt::map(relay, move |()| drop(slot));
-    // (The task's cell is 640 bytes: the relay's future, at most 520 bytes, and
+    // (The task's cell is 512 bytes: the relay's future, at most 392 bytes, and
     // tokio's 120 around it, in 128-byte steps; see session/mod.rs's test.)
     tasks.spawn(crate::stream::polls::Numbered::new(relay));
 }

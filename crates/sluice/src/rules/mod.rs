@@ -67,12 +67,11 @@ impl Bits {
 
 /// Who runs a statement: the session's side of the match fields.
 #[derive(Debug, Clone)]
+/// (The listener and its cluster are the session's own `cfg`: every session with rules
+/// or digests holds a `Who`, in a box of 96 bytes with them out.)
 pub struct Who {
     pub user: Arc<str>,
     pub database: Arc<str>,
-    pub listener: Arc<str>,
-    /// The listener's cluster: where tables without a table rule live.
-    pub home: Arc<str>,
     /// The rules whose user, listener and client_address match (database is compared
     /// per statement: MySQL's USE changes it).
     mask: Bits,
@@ -132,6 +131,9 @@ pub struct RuleSet {
     by_database: Vec<(usize, String)>,
     /// Table rules: `schema.table` -> cluster.
     tables: HashMap<String, Arc<str>>,
+    /// Every cluster's name, kept once: a session's own (where tables without a table
+    /// rule live) is looked up here when a statement names tables.
+    clusters: HashMap<String, Arc<str>>,
     /// PostgreSQL: unqualified names are in `public`; MySQL: in the session's database.
     protocol: Protocol,
     /// Whether any rule or table rule may send a statement to another cluster (asked
@@ -218,6 +220,9 @@ impl RuleSet {
                 (name, Arc::from(t.cluster.as_str()))
             })
             .collect();
+        let clusters = (config.clusters.keys())
+            .map(|c| (c.clone(), Arc::from(c.as_str())))
+            .collect();
         let routes = !tables.is_empty()
             || rules
                 .iter()
@@ -231,6 +236,7 @@ impl RuleSet {
             on_text_rules,
             by_database,
             tables,
+            clusters,
             protocol,
         }
     }
@@ -246,19 +252,19 @@ impl RuleSet {
         self.routes
     }
 
-    /// The session side of the match, computed once per session (`listener`: its name
-    /// and cluster).
+    /// The session side of the match, computed once per session (`listener`: its
+    /// name).
     pub fn who(
         &self,
         (user, database): (&Arc<str>, &Arc<str>),
-        (listener, home): (&Arc<str>, &Arc<str>),
+        listener: &str,
         addr: Option<IpAddr>,
     ) -> Who {
         let mut mask = Bits::new(self.rules.len());
         for (i, c) in self.rules.iter().enumerate() {
             let w = &c.rule.when;
             let ok = w.user.as_deref().is_none_or(|u| u == &**user)
-                && w.listener.as_deref().is_none_or(|l| l == &**listener)
+                && w.listener.as_deref().is_none_or(|l| l == listener)
                 && w.client_address
                     .is_none_or(|cidr| addr.is_some_and(|a| cidr.contains(a)));
             if ok {
@@ -268,8 +274,6 @@ impl RuleSet {
         Who {
             user: user.clone(),
             database: database.clone(),
-            listener: listener.clone(),
-            home: home.clone(),
             mask,
         }
     }
@@ -297,13 +301,14 @@ impl RuleSet {
     }
 
     /// What to do with `stmt` (its text `text`), run by `who` in `database` (the
-    /// session's current one); `count`: add to the matching rules' hit counts.
+    /// session's current one) through a listener on cluster `home`; `count`: add to
+    /// the matching rules' hit counts.
     pub fn verdict(
         &self,
         stmt: &Statement,
         text: &[u8],
         who: &Who,
-        database: &str,
+        (database, home): (&str, &str),
         count: bool,
     ) -> Verdict {
         let mut v = Verdict::default();
@@ -352,7 +357,7 @@ impl RuleSet {
             }
         }
         if v.route.is_none() && v.block.is_none() {
-            self.table_route(stmt, (database, &who.home), &mut v);
+            self.table_route(stmt, (database, home), &mut v);
         }
         v
     }
@@ -360,10 +365,15 @@ impl RuleSet {
     /// Table rules: the cluster the statement's tables live on, or the cross-cluster
     /// error when they live on more than one. A table without a rule lives on the
     /// listener's cluster (`home`), the server's own catalogs anywhere.
-    fn table_route(&self, stmt: &Statement, (database, home): (&str, &Arc<str>), v: &mut Verdict) {
+    fn table_route(&self, stmt: &Statement, (database, home): (&str, &str), v: &mut Verdict) {
         if self.tables.is_empty() {
             return;
         }
+        let home = match self.clusters.get(home) {
+            Some(c) => c.clone(),
+            None => Arc::from(home),
+        };
+        let home = &home;
         let mut found: Vec<(&str, &Arc<str>)> = Vec::new();
         for t in &stmt.facts.tables {
             if catalog(t) {

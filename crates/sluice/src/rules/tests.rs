@@ -38,11 +38,11 @@ fn who_of(
     rules: &RuleSet,
     user: &str,
     database: &str,
-    (listener, home): (&str, &str),
+    listener: &str,
     addr: Option<std::net::IpAddr>,
 ) -> Who {
     let a = |s: &str| Arc::<str>::from(s);
-    rules.who((&a(user), &a(database)), (&a(listener), &a(home)), addr)
+    rules.who((&a(user), &a(database)), listener, addr)
 }
 
 fn judge(rules: &RuleSet, sql: &str, who: &Who) -> Verdict {
@@ -52,7 +52,14 @@ fn judge(rules: &RuleSet, sql: &str, who: &Who) -> Verdict {
     };
     let cache = StatementCache::new(dialect);
     let stmt = cache.get(rules, sql.as_bytes(), who);
-    rules.verdict(&stmt, sql.as_bytes(), who, &who.database.clone(), true)
+    // (The listener's cluster is "main" in every test.)
+    rules.verdict(
+        &stmt,
+        sql.as_bytes(),
+        who,
+        (&who.database.clone(), "main"),
+        true,
+    )
 }
 
 #[test]
@@ -83,8 +90,8 @@ timeout = "1s"
 "#,
         Protocol::Postgres,
     );
-    let app = who_of(&r, "app", "db", ("pg", "main"), None);
-    let other = who_of(&r, "bob", "db", ("pg", "main"), None);
+    let app = who_of(&r, "app", "db", "pg", None);
+    let other = who_of(&r, "bob", "db", "pg", None);
     let v = judge(&r, "DELETE FROM t", &app);
     assert_eq!(v.block, Some((1, Arc::from("no"))));
     assert!(judge(&r, "DELETE FROM t", &other).is_plain());
@@ -122,19 +129,13 @@ action = "log"
 "#,
         Protocol::Postgres,
     );
-    let inside = who_of(&r, "u", "reports", ("pg", "main"), "10.1.2.3".parse().ok());
-    let outside = who_of(
-        &r,
-        "u",
-        "reports",
-        ("pg", "main"),
-        "192.168.0.1".parse().ok(),
-    );
+    let inside = who_of(&r, "u", "reports", "pg", "10.1.2.3".parse().ok());
+    let outside = who_of(&r, "u", "reports", "pg", "192.168.0.1".parse().ok());
     assert!(judge(&r, "delete from t", &inside).block.is_some());
     let v = judge(&r, "select 1", &inside);
     assert_eq!((v.block, v.log), (None, vec![2]));
     assert_eq!(judge(&r, "delete from t", &outside).log, [2]);
-    let elsewhere = who_of(&r, "u", "app", ("pg", "main"), "10.1.2.3".parse().ok());
+    let elsewhere = who_of(&r, "u", "app", "pg", "10.1.2.3".parse().ok());
     assert!(judge(&r, "select 1", &elsewhere).is_plain());
     // A read with a write behind it is not only a read.
     for sneaky in [
@@ -163,7 +164,7 @@ action = "log"
 "#,
         Protocol::Postgres,
     );
-    let who = who_of(&r, "u", "d", ("pg", "main"), None);
+    let who = who_of(&r, "u", "d", "pg", None);
     let v = judge(&r, "SELECT pg_sleep(10), pg_sleep(2)", &who);
     assert_eq!(
         v.rewrite.as_deref(),
@@ -176,7 +177,7 @@ action = "log"
         &format!("[[rules]]\ndigest = \"{digest:#x}\"\naction = \"block\"\n"),
         Protocol::Postgres,
     );
-    let who = who_of(&r, "u", "d", ("pg", "main"), None);
+    let who = who_of(&r, "u", "d", "pg", None);
     assert!(judge(&r, "select 2", &who).block.is_some());
     assert!(judge(&r, "select 'x'", &who).block.is_some());
     assert!(judge(&r, "select 1, 2", &who).is_plain());
@@ -195,7 +196,7 @@ cluster = "main"
 "#,
         Protocol::Postgres,
     );
-    let who = who_of(&r, "u", "d", ("pg", "main"), None);
+    let who = who_of(&r, "u", "d", "pg", None);
     let to = |c: &str| {
         Some(Destination {
             cluster: c.into(),
@@ -245,9 +246,9 @@ cluster = "main"
     // Another protocol's clusters are not this one's business.
     assert!(set("[tables.\"d.t\"]\ncluster = \"my\"\n", Protocol::Postgres).is_empty());
     let my = set("[tables.\"dbt2.t\"]\ncluster = \"my\"\n", Protocol::Mysql);
-    let who = who_of(&my, "u", "dbt2", ("my", "main"), None);
+    let who = who_of(&my, "u", "dbt2", "my", None);
     assert_eq!(judge(&my, "select * from t", &who).route, to("my"));
-    let elsewhere = who_of(&my, "u", "other", ("my", "main"), None);
+    let elsewhere = who_of(&my, "u", "other", "my", None);
     assert_eq!(judge(&my, "select * from t", &elsewhere).route, to("main"));
 }
 
@@ -270,8 +271,8 @@ action = "log"
 "#,
         Protocol::Postgres,
     );
-    let alice = who_of(&r, "alice", "d", ("pg", "main"), None);
-    let bob = who_of(&r, "bob", "d", ("pg", "main"), None);
+    let alice = who_of(&r, "alice", "d", "pg", None);
+    let bob = who_of(&r, "bob", "d", "pg", None);
     assert!(r.on_text_patterns(&alice) && !r.on_text_patterns(&bob));
     assert!(judge(&r, "SELECT pg_sleep(1)", &alice).block.is_some());
     assert!(judge(&r, "SELECT pg_sleep(1)", &bob).is_plain());

@@ -24,10 +24,11 @@ pub async fn route<R: Relay>(
 ) -> Result<Option<Error>, End> {
     // A BEGIN Sluice answered itself holds nothing on a server (its answer may still
     // wait in the client's queue).
-    let between = (r.between_requests() || r.deferred.is_some()) && r.muxed.is_none();
+    let between = (r.between_requests() || r.odds.deferred.is_some()) && r.muxed.is_none();
     r.classified = false;
     if r.tx_mode() && r.lease.is_none() && between {
         let cluster = r
+            .odds
             .target
             .as_ref()
             .map_or(r.cfg.cluster.as_str(), |t| &t.cluster);
@@ -35,7 +36,7 @@ pub async fn route<R: Relay>(
             paused(r).await?;
         }
         let class = if r.cfg.route.kind == sluice_config::RouteKind::Split {
-            match (&r.deferred, r.judging.as_deref()) {
+            match (&r.odds.deferred, r.judging.as_deref()) {
                 // The transaction's BEGIN says where it may run.
                 (Some(begin), Some(j)) => sluice_sql::classify(begin, j.dialect()),
                 _ => {
@@ -85,6 +86,7 @@ pub async fn route<R: Relay>(
 async fn paused<R: Relay>(r: &mut R) -> Result<(), End> {
     use tokio::io::Interest;
     let cluster: String = r
+        .odds
         .target
         .as_ref()
         .map_or(r.cfg.cluster.as_str(), |t| &t.cluster)
@@ -120,7 +122,7 @@ fn reroute_now<R: Relay>(r: &mut R) -> Result<Option<super::reroute::CatchUp>, S
         &core.cfg,
         pools,
         &mut core.route,
-        (core.class, core.target.as_deref()),
+        (core.class, core.odds.target.as_ref()),
         (R::retarget, R::newer_login),
     );
     if let Some(stuck) = next.stuck {

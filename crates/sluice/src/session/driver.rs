@@ -65,16 +65,11 @@ pub struct Core<C: PoolConn> {
     pub muxed: Option<Arc<crate::mux::Answer>>,
     /// The session's timeouts, when its pool has any (session/timeouts.rs).
     pub clock: Option<Box<Clock>>,
-    /// The one request in flight, kept while it may be sent again elsewhere: a read
-    /// outside a transaction (transaction mode, a route that reads from replicas) of
-    /// which no answer byte has reached the client (see [`arm_retry`]).
-    pub retry: Option<Box<[u8]>>,
+    /// A request kept for a retry, a lost transaction's error, where a rule sends the
+    /// request, a deferred BEGIN: rare, in one box (session/odds.rs).
+    pub odds: super::odds::Odds,
     /// The request about to be handled is one sent again: it is not kept again.
     retried: bool,
-    /// The server connection was lost while the client was in a transaction with
-    /// nothing in flight: its next request gets this error instead of running (see
-    /// session/lost.rs).
-    pub lost_tx: Option<Box<Error>>,
     /// What the request being routed is (split routes; a write otherwise).
     pub(super) class: sluice_sql::Class,
     /// `class` was found for the request being handled (by `route`), so that the
@@ -82,14 +77,6 @@ pub struct Core<C: PoolConn> {
     pub(super) classified: bool,
     /// The session's view of the query rules, when any apply (session/judge.rs).
     pub judging: Option<Box<super::judge::Judging>>,
-    /// Where a rule or table rule sends the request being routed (None: the
-    /// listener's cluster).
-    /// (Boxed: only rules that route set it, and every session holds this.)
-    pub target: Option<Box<crate::rules::Destination>>,
-    /// A BEGIN answered by Sluice, sent before the transaction's first statement on the
-    /// server that statement goes to (session/judge.rs).
-    /// (A thin box: rare, and every session holds this.)
-    pub deferred: Option<Box<Vec<u8>>>,
 }
 
 /// What a session knows when it starts relaying.
@@ -125,14 +112,11 @@ impl<C: PoolConn> Core<C> {
             max_message: u32::try_from(seat.max_message).unwrap_or(u32::MAX),
             muxed: None,
             clock,
-            retry: None,
+            odds: Default::default(),
             retried: false,
-            lost_tx: None,
             class: sluice_sql::Class::Write,
             classified: false,
             judging: seat.judging,
-            target: None,
-            deferred: None,
         }
     }
 
@@ -286,74 +270,79 @@ pub trait Relay: DerefMut<Target = Core<Self::Conn>> + Send + Sized {
 }
 
 /// Runs a session to its end.
-pub fn run<R: Relay>(r: R) -> impl Future<Output = ()> + Send {
-    // An async block, not an async fn: the relay it captures is its state, where an
-    // async fn's argument would be kept twice (as the argument and as its local).
-    let mut r = r;
-    async move {
-        let end = main_loop(&mut r).await;
-        // Boxed: ending a session (flushing, resetting the connection) needs a large
-        // future, which would otherwise sit in every connected client's task.
-        Box::pin(finish(&mut r, end)).await;
-    }
-}
-
+///
 /// What the loop awaits while a client sits idle is its own state; every step that may
 /// wait runs in a box of its own, freed when the step is done, so an idle client's task
 /// holds only the wait (an allocation per step: tens of nanoseconds against kilobytes
 /// per connected client). What the server sent is handled in place.
-async fn main_loop<R: Relay>(r: &mut R) -> End {
-    let mut activity = true;
-    if !r.io.cbuf.is_empty()
-        && let Err(end) = Box::pin(r.on_client()).await
-    {
-        return end;
-    }
-    loop {
-        r.between();
-        maybe_release(r);
-        note_pins(r);
-        if r.io.shutting_down && r.idle() && r.io.to_client.is_empty() {
-            return End::Shutdown;
-        }
-        if r.muxed.is_some() {
-            // Boxed, as the steps are: an idle client's task holds only its wait.
-            if let Err(end) = Box::pin(await_answer(r)).await {
-                return end;
+pub fn run<R: Relay>(r: R) -> impl Future<Output = ()> + Send {
+    // An async block, not an async fn: the relay it captures is its state, where an
+    // async fn's argument would be kept twice (as the argument and as its local). The
+    // loop is written out here rather than awaited as a function of its own: that
+    // function's future would keep a second reference to the relay and its own
+    // state tag, in every connected client's task.
+    let mut r = r;
+    async move {
+        let end = 'session: {
+            let mut activity = true;
+            if !r.io.cbuf.is_empty()
+                && let Err(end) = Box::pin(r.on_client()).await
+            {
+                break 'session end;
             }
-            continue;
-        }
-        watch_the_clock(r, activity);
-        if r.idle() && !r.in_flight() {
-            r.rest();
-            super::judge::rest(r);
-        }
-        // Bytes written to the server wake the loop only when nothing is in flight
-        // (the connection may then be let go); else the pump goes on waiting.
-        let report_drain = !r.in_flight();
-        let core: &mut Core<R::Conn> = r;
-        core.io.report_drain = report_drain;
-        let ev = next_event(core).await;
-        activity = matches!(ev, Event::ClientRead(Ok(1..)));
-        // The event is handled before anything is awaited: neither it nor what came
-        // of it stays in the loop's state across a step (every idle client's task
-        // holds that state), but for the lost server's error, one word.
-        let mut error = None;
-        let go = match after(r, ev, &mut error) {
-            Ok(go) => go,
-            Err(end) => return end,
+            loop {
+                r.between();
+                maybe_release(&mut r);
+                note_pins(&mut r);
+                if r.io.shutting_down && r.idle() && r.io.to_client.is_empty() {
+                    break 'session End::Shutdown;
+                }
+                if r.muxed.is_some() {
+                    // Boxed, as the steps are: an idle client's task holds only its wait.
+                    if let Err(end) = Box::pin(await_answer(&mut r)).await {
+                        break 'session end;
+                    }
+                    continue;
+                }
+                watch_the_clock(&mut r, activity);
+                if r.idle() && !r.in_flight() {
+                    r.rest();
+                    r.odds.settle();
+                    super::judge::rest(&mut r);
+                }
+                // Bytes written to the server wake the loop only when nothing is in
+                // flight (the connection may then be let go); else the pump goes on
+                // waiting.
+                let report_drain = !r.in_flight();
+                let core: &mut Core<R::Conn> = &mut r;
+                core.io.report_drain = report_drain;
+                let ev = next_event(core).await;
+                activity = matches!(ev, Event::ClientRead(Ok(1..)));
+                // The event is handled before anything is awaited: neither it nor what
+                // came of it stays in the loop's state across a step (every idle
+                // client's task holds that state), but for the lost server's error,
+                // one word.
+                let mut error = None;
+                let go = match after(&mut r, ev, &mut error) {
+                    Ok(go) => go,
+                    Err(end) => break 'session end,
+                };
+                // Boxed: the loop itself keeps none of a step's state (the client's
+                // step alone: the box is made and filled for each statement).
+                let step = match go {
+                    Go::On => Ok(()),
+                    Go::Resume => Box::pin(r.resume()).await,
+                    Go::Client => Box::pin(r.on_client()).await,
+                    Go::Lost => Box::pin(lost::server_lost(&mut r, error.take())).await,
+                };
+                if let Err(end) = step {
+                    break 'session end;
+                }
+            }
         };
-        // Boxed: the loop itself keeps none of a step's state (the client's step
-        // alone: the box is made and filled for each statement).
-        let step = match go {
-            Go::On => Ok(()),
-            Go::Resume => Box::pin(r.resume()).await,
-            Go::Client => Box::pin(r.on_client()).await,
-            Go::Lost => Box::pin(lost::server_lost(r, error.take())).await,
-        };
-        if let Err(end) = step {
-            return end;
-        }
+        // Boxed: ending a session (flushing, resetting the connection) needs a large
+        // future, which would otherwise sit in every connected client's task.
+        Box::pin(finish(&mut r, end)).await;
     }
 }
 
@@ -369,16 +358,24 @@ fn next_event<C: PoolConn + crate::pool::Duplex>(
             lease,
             shared,
             client,
+            clock,
             ..
         } = &mut *core;
         let server = lease
             .as_mut()
             .map(|l| crate::pool::Duplex::duplex(&mut l.conn));
-        io.poll_io(server, super::pump::Watch::of(shared, client), false, cx)
+        let timer = clock.as_deref_mut().map(|c| &mut c.timer);
+        io.poll_io(
+            server,
+            super::pump::Watch::of(shared, client),
+            timer,
+            false,
+            cx,
+        )
     })
 }
 
-/// What [`main_loop`] does after an event.
+/// What [`run`]'s loop does after an event.
 #[derive(Clone, Copy)]
 enum Go {
     /// Waits for the next.
@@ -429,7 +426,7 @@ fn server_read<R: Relay>(r: &mut R, n: usize) -> Result<bool, End> {
     let step = r.on_server();
     if r.io.to_client.len() != before {
         // Part of the answer is on its way to the client: too late to retry.
-        r.retry = None;
+        r.odds.take_retry();
     }
     step
 }
@@ -445,18 +442,23 @@ async fn await_answer<R: Relay>(r: &mut R) -> Result<(), End> {
         let sink = r.answer_sink().map(std::mem::take);
         let core: &mut Core<R::Conn> = r;
         let stop = super::pump::Watch::of(&core.shared, &core.client);
+        let timer = core.clock.as_deref_mut().map(|c| &mut c.timer);
         match sink {
             Some(mut s) => {
                 let d = core
                     .io
-                    .next_answer(&answer, Some(&mut s), &mut gone, stop)
+                    .next_answer(&answer, Some(&mut s), &mut gone, stop, timer)
                     .await;
                 if let Some(back) = r.answer_sink() {
                     *back = s;
                 }
                 d
             }
-            None => core.io.next_answer(&answer, None, &mut gone, stop).await,
+            None => {
+                core.io
+                    .next_answer(&answer, None, &mut gone, stop, timer)
+                    .await
+            }
         }
     };
     if gone {
@@ -469,7 +471,7 @@ async fn await_answer<R: Relay>(r: &mut R) -> Result<(), End> {
     match done {
         // The shared connection was lost before any answer byte: a read goes once to
         // another server.
-        Err(e) if lost::gone_server(&e) && !answer.delivered() && r.retry.is_some() => {
+        Err(e) if lost::gone_server(&e) && !answer.delivered() && r.odds.retry.is_some() => {
             lost::send_again(r).await
         }
         done => r.answered(&answer, done).await,
@@ -482,12 +484,12 @@ async fn await_answer<R: Relay>(r: &mut R) -> Result<(), End> {
 /// nothing, by `sluice_sql::classify`). The protocol calls it only for a lone request
 /// outside a transaction, with nothing else in flight.
 pub fn arm_retry<C: PoolConn>(core: &mut Core<C>, class: sluice_sql::Class, request: &[u8]) {
-    core.retry = None;
+    core.odds.take_retry();
     if std::mem::take(&mut core.retried) {
         return;
     }
     if core.may_retry() && class == sluice_sql::Class::Read {
-        core.retry = Some(request.into());
+        core.odds.make().retry = Some(request.into());
     }
 }
 
@@ -537,7 +539,7 @@ fn watch_the_clock<R: Relay>(r: &mut R, activity: bool) {
     let core: &mut Core<R::Conn> = r;
     if let Some(c) = core.clock.as_mut() {
         let deadline = c.observe(phase, activity);
-        core.io.set_deadline(deadline);
+        c.timer.set_deadline(deadline);
     }
 }
 

@@ -49,8 +49,8 @@ impl Judging {
     /// The hash of (user, database, listener) the session's digests are kept under
     /// (its current database is `who.database`; computed per statement, a few
     /// nanoseconds, rather than kept by every session).
-    fn session(&self) -> u64 {
-        DigestKey::session(&self.who.user, &self.who.database, &self.who.listener)
+    fn session(&self, listener: &str) -> u64 {
+        DigestKey::session(&self.who.user, &self.who.database, listener)
     }
 
     /// Sets (or clears) the statement judged last.
@@ -133,12 +133,9 @@ impl Judging {
         if rules.set.is_empty() && firewall == FirewallMode::Off && digests.is_none() {
             return None;
         }
-        let home = shared.names.name(&listener.cluster);
-        let who = rules.set.who(
-            (&names.user, &names.database),
-            (&names.listener, &home),
-            addr,
-        );
+        let who = rules
+            .set
+            .who((&names.user, &names.database), &names.listener, addr);
         Some(Box::new(Judging {
             rules,
             who,
@@ -193,7 +190,7 @@ pub fn judge<C: PoolConn>(
     database: Option<&str>,
     (again, simple, between): (bool, bool, bool),
 ) -> Judged {
-    core.target = None;
+    core.odds.take_target();
     if let Some(j) = core.judging.as_deref_mut() {
         j.set_next(None);
         j.asked = None;
@@ -211,7 +208,7 @@ pub fn judge<C: PoolConn>(
     let pending = j.digests.then(|| Pending {
         stmt: stmt.clone(),
         database: j.who.database.clone(),
-        session: j.session(),
+        session: j.session(&core.cfg.name),
         at: Instant::now(),
     });
     if pending.is_some()
@@ -222,16 +219,19 @@ pub fn judge<C: PoolConn>(
     let Some(j) = core.judging.as_deref() else {
         return Judged::Run;
     };
-    let v = j
-        .rules
-        .set
-        .verdict(&stmt, sql, &j.who, &j.who.database, !again);
+    let v = j.rules.set.verdict(
+        &stmt,
+        sql,
+        &j.who,
+        (&j.who.database, &core.cfg.cluster),
+        !again,
+    );
     if !again {
         for rule in &v.log {
             tracing::info!(
                 rule,
                 user = %j.who.user,
-                listener = %j.who.listener,
+                listener = %core.cfg.name,
                 digest = %format_args!("{:#018x}", stmt.facts.digest),
                 text = %stmt.facts.digest_text,
                 "statement matched a log rule"
@@ -270,13 +270,13 @@ pub fn judge<C: PoolConn>(
         j.set_next(pending);
     }
     if routes && simple && !again {
-        match (transaction_word(&stmt.facts), core.deferred.is_some()) {
+        match (transaction_word(&stmt.facts), core.odds.deferred.is_some()) {
             (Some(Tx::Begin), false) if between && core.tx_mode() && core.lease.is_none() => {
-                core.deferred = Some(Box::new(sql.to_vec()));
+                core.odds.make().deferred = Some(sql.to_vec());
                 return Judged::Begin;
             }
             (Some(Tx::End(commit)), true) => {
-                core.deferred = None;
+                core.odds.take_deferred();
                 return Judged::End(commit);
             }
             _ => {}
@@ -295,7 +295,7 @@ pub fn judge<C: PoolConn>(
         if let Err(e) = may_move(core, &t) {
             return Judged::Refuse(e);
         }
-        core.target = Some(Box::new(t));
+        core.odds.make().target = Some(t);
     }
     let mirror = if between && !again { v.mirror } else { None };
     let mut stmt_timeout = None;
@@ -473,7 +473,7 @@ pub fn digest_done<C: PoolConn>(core: &mut Core<C>, token: u64, outcome: Outcome
                 text: &p.stmt.facts.digest_text,
                 user: &j.who.user,
                 database: &p.database,
-                listener: &j.who.listener,
+                listener: &core.cfg.name,
             };
             let now = Instant::now();
             let took = now.saturating_duration_since(p.at);
@@ -511,7 +511,7 @@ pub fn recall<C: PoolConn>(core: &mut Core<C>, name: &[u8]) {
     let next = known.map(|stmt| Pending {
         stmt: stmt.clone(),
         database: j.who.database.clone(),
-        session: j.session(),
+        session: j.session(&core.cfg.name),
         at: Instant::now(),
     });
     j.set_next(next);

@@ -9,9 +9,9 @@
 //! refused them, and its next request is routed again (to the new primary after a
 //! failover), with its session state replayed there as after any lease. A transaction
 //! the client had open is gone: if no request of it was in flight, the client's next
-//! request gets the error instead of running (`Core::lost_tx`), so that a client never
-//! carries on a transaction of which the first half was lost. Any other session ends
-//! with the protocol's error.
+//! request gets the error instead of running (`lost_tx`, session/odds.rs), so that a
+//! client never carries on a transaction of which the first half was lost. Any other
+//! session ends with the protocol's error.
 
 use super::driver::{Core, End, Relay};
 use super::{Ledger, TxStatus};
@@ -54,7 +54,7 @@ pub fn outlives_shared_loss<C: PoolConn>(
 /// server connection fails what it had in flight and goes on; anything else ends with
 /// the protocol's error.
 pub async fn server_lost<R: Relay>(r: &mut R, e: Option<std::io::Error>) -> Result<(), End> {
-    if r.retry.is_some() && r.lease.is_some() {
+    if r.odds.retry.is_some() && r.lease.is_some() {
         return send_again(r).await;
     }
     let e = r.lost(e);
@@ -82,7 +82,7 @@ pub async fn server_lost<R: Relay>(r: &mut R, e: Option<std::io::Error>) -> Resu
     drop_server(r);
     r.ledger.end_transaction(false);
     if in_tx && !told {
-        r.lost_tx = Some(Box::new(e));
+        r.odds.make().lost_tx = Some(e);
     }
     if r.io.cbuf.is_empty() {
         return Ok(());
@@ -106,7 +106,7 @@ fn drop_server<R: Relay>(r: &mut R) {
 /// sent it: the connection it ran on is discarded and the route asked again, avoiding
 /// that server (whose checker looks at once).
 pub async fn send_again<R: Relay>(r: &mut R) -> Result<(), End> {
-    let Some(request) = r.retry.take() else {
+    let Some(request) = r.odds.take_retry() else {
         return Ok(());
     };
     let server = r.pool.key.server.clone();

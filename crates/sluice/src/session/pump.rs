@@ -5,9 +5,9 @@
 //! writes, applies back-pressure and notices shutdown.
 
 use crate::error::Side;
+use crate::session::timeouts::Timer;
 use crate::stream::{Stream, spare};
 use bytes::{Buf, BytesMut};
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -76,11 +76,6 @@ pub struct Pump {
     /// Nothing is in flight (set by the relay before each wait): a lone client's
     /// session then watches the client's socket, else the server's.
     pub report_drain: bool,
-    /// The session's next timeout (see session/timeouts.rs); only sessions with
-    /// timeouts configured ever have a timer. `armed`: its deadline is the one set
-    /// with [`Pump::set_deadline`] and has not passed yet.
-    timer: Option<Pin<Box<tokio::time::Sleep>>>,
-    armed: bool,
     /// The listener's counters: bytes from and to the client are counted here.
     counters: Arc<crate::stats::counters::ListenerCounters>,
     /// The poll of this task (`crate::stream::polls`) in which the server's read last
@@ -181,30 +176,8 @@ impl Pump {
             flush_client: false,
             flush_server: false,
             report_drain: true,
-            timer: None,
-            armed: false,
             counters: shared.counters.listener(listener),
             server_quiet: 0,
-        }
-    }
-
-    /// Makes the session's next event ([`Pump::poll_io`]) [`Event::Timeout`] once
-    /// `deadline` has passed.
-    pub fn set_deadline(&mut self, deadline: Option<tokio::time::Instant>) {
-        let set = self
-            .timer
-            .as_ref()
-            .filter(|_| self.armed)
-            .map(|t| t.deadline());
-        if deadline == set {
-            return;
-        }
-        self.armed = deadline.is_some();
-        if let Some(d) = deadline {
-            match &mut self.timer {
-                Some(t) => t.as_mut().reset(d),
-                None => self.timer = Some(Box::pin(tokio::time::sleep_until(d))),
-            }
         }
     }
 
@@ -215,6 +188,7 @@ impl Pump {
         &mut self,
         mut server: Option<(&mut Stream, &mut BytesMut)>,
         watch: Watch<'_>,
+        timer: Option<&mut Timer>,
         muxed: bool,
         cx: &mut Context<'_>,
     ) -> Poll<Event> {
@@ -222,7 +196,7 @@ impl Pump {
         if let Some(ev) = self.poll_once(s, watch, cx) {
             return Poll::Ready(ev);
         }
-        let rest = self.poll_rest(watch, cx);
+        let rest = self.poll_rest(watch, timer, cx);
         // (Not while an answer comes from a shared connection (`muxed`): its
         // task may need this thread.)
         if rest.is_pending()
@@ -378,15 +352,16 @@ impl Pump {
     }
 
     /// Nothing to read or write: a KILL, a stop or the timer, else the wait.
-    fn poll_rest(&mut self, watch: Watch<'_>, cx: &mut Context<'_>) -> Poll<Event> {
+    fn poll_rest(
+        &mut self,
+        watch: Watch<'_>,
+        timer: Option<&mut Timer>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Event> {
         if !self.shutting_down && Self::stopping(watch, cx) {
             return Poll::Ready(Event::Shutdown);
         }
-        if self.armed
-            && let Some(t) = self.timer.as_mut()
-            && t.as_mut().poll(cx).is_ready()
-        {
-            self.armed = false;
+        if timer.is_some_and(|t| t.poll_expired(cx)) {
             return Poll::Ready(Event::Timeout);
         }
         self.cbuf.release();
@@ -415,6 +390,7 @@ impl Pump {
         mut sink: Option<&mut BytesMut>,
         gone: &mut bool,
         watch: Watch<'_>,
+        mut timer: Option<&mut Timer>,
     ) -> Option<Result<Vec<u8>, crate::error::Error>> {
         // What the client sends meanwhile waits in its buffer, up to a bound.
         self.pause_client = self.cbuf.len() >= HIGH_WATER;
@@ -431,7 +407,8 @@ impl Pump {
             }
             // Every write ends this wait: room in the client's queue lets more of
             // the answer in.
-            self.poll_io(None, watch, true, cx).map(Err)
+            self.poll_io(None, watch, timer.as_deref_mut(), true, cx)
+                .map(Err)
         })
         .await;
         self.pause_client = false;

@@ -27,23 +27,25 @@ use std::time::Instant;
 /// Where a session's route stands.
 #[derive(Debug, Clone, Default)]
 pub struct RouteMark {
-    /// The topology's route generation its pool was chosen at (`Topology::routes`).
-    pub generation: u64,
+    /// The topology's route generation its pool was chosen at (`Topology::routes`),
+    /// its low 32 bits (every session holds a mark; 2^32 route changes while one
+    /// session waits do not happen).
+    generation: u32,
     /// Its own round-robin ticket (so that it stays on one replica while nothing
-    /// changes).
-    pub ticket: usize,
-    /// The cluster its pool is on, when a rule sent it off the listener's, and the role
-    /// a rule asked for there.
-    cluster: Option<Arc<str>>,
-    role: Option<TargetRole>,
-    /// What only split routes and lost reads keep (boxed: every session holds a mark,
-    /// and most never need it).
+    /// changes; a u32, as the generation: it only spreads sessions over replicas).
+    ticket: u32,
+    /// What only split routes, lost reads and rules that route keep (boxed: every
+    /// session holds a mark, and most never need it).
     more: Option<Box<More>>,
 }
 
 /// The part of a [`RouteMark`] that split routes and lost reads use.
 #[derive(Debug, Clone, Default)]
 struct More {
+    /// The cluster its pool is on, when a rule sent it off the listener's, and the role
+    /// a rule asked for there.
+    cluster: Option<Arc<str>>,
+    role: Option<TargetRole>,
     /// Split: its last transaction went to the primary as a write.
     wrote: bool,
     /// Split: when its last write was known to have ended, and the primary's position
@@ -62,15 +64,40 @@ impl RouteMark {
     /// A session's mark at login.
     pub fn at_login(shared: &Shared, listener: &Listener) -> RouteMark {
         RouteMark {
-            generation: shared.topology.load().routes,
-            ticket: shared.tickets.last(&listener.name),
-            ..RouteMark::default()
+            generation: shared.topology.load().routes as u32,
+            ticket: shared.tickets.last(&listener.name) as u32,
+            more: None,
         }
     }
 
     /// The cluster the session's pool is on, when not the listener's.
     pub fn cluster(&self) -> Option<&str> {
-        self.cluster.as_deref()
+        self.more.as_deref().and_then(|m| m.cluster.as_deref())
+    }
+
+    /// The role a rule asked for on that cluster.
+    fn role(&self) -> Option<TargetRole> {
+        self.more.as_deref().and_then(|m| m.role)
+    }
+
+    /// Whether its pool was chosen at the topology's route generation `routes`.
+    fn current(&self, routes: u64) -> bool {
+        self.generation == routes as u32
+    }
+
+    /// Its pool is chosen at `routes`.
+    fn chosen_at(&mut self, routes: u64) {
+        self.generation = routes as u32;
+    }
+
+    /// Its pool is on `cluster` (None: the listener's) with the `role` a rule asked for.
+    fn placed(&mut self, cluster: Option<Arc<str>>, role: Option<TargetRole>) {
+        if cluster.is_some() || role.is_some() {
+            let m = self.more();
+            (m.cluster, m.role) = (cluster, role);
+        } else if let Some(m) = self.more.as_deref_mut() {
+            (m.cluster, m.role) = (None, None);
+        }
     }
 
     fn more(&mut self) -> &mut More {
@@ -111,7 +138,7 @@ impl RouteMark {
         // shared connection) is over now.
         self.released();
         let ask = Ask {
-            ticket: self.ticket,
+            ticket: self.ticket as usize,
             min_position: None,
             avoid: None,
         };
@@ -160,7 +187,7 @@ impl RouteMark {
             return None;
         }
         let ask = Ask {
-            ticket: self.ticket,
+            ticket: self.ticket as usize,
             min_position: None,
             avoid: None,
         };
@@ -238,8 +265,8 @@ pub fn reroute<C: PoolConn>(
     let topology = shared.topology.snapshot();
     let cluster: &str = target.map_or(&listener.cluster, |t| &t.cluster);
     let role = target.and_then(|t| t.role);
-    let other_cluster = mark.cluster.as_deref().unwrap_or(&listener.cluster) != cluster;
-    let moves = other_cluster || mark.role != role;
+    let other_cluster = mark.cluster().unwrap_or(&listener.cluster) != cluster;
+    let moves = other_cluster || mark.role() != role;
     if other_cluster {
         // Read-your-writes positions are one cluster's: the next read looks afresh.
         if let Some(m) = mark.more.as_deref_mut() {
@@ -252,10 +279,10 @@ pub fn reroute<C: PoolConn>(
         catch_up: None,
         stuck: None,
     };
-    if topology.routes == mark.generation && !split && mark.avoiding().is_none() && !moves {
+    if mark.current(topology.routes) && !split && mark.avoiding().is_none() && !moves {
         return none;
     }
-    mark.generation = topology.routes;
+    mark.chosen_at(topology.routes);
     let config = shared.config.load();
     let avoid = mark.more.as_mut().and_then(|m| m.avoid.take());
     let avoid = avoid.and_then(|addr| {
@@ -268,7 +295,7 @@ pub fn reroute<C: PoolConn>(
         })
     });
     let plain = Ask {
-        ticket: mark.ticket,
+        ticket: mark.ticket as usize,
         min_position: None,
         avoid: None,
     };
@@ -322,8 +349,10 @@ pub fn reroute<C: PoolConn>(
             ..none
         };
     }
-    mark.cluster = (cluster != listener.cluster).then(|| Arc::from(cluster));
-    mark.role = role;
+    mark.placed(
+        (cluster != listener.cluster).then(|| Arc::from(cluster)),
+        role,
+    );
     Rerouted {
         pool,
         catch_up,
@@ -442,10 +471,10 @@ pub fn still_routed(
     addr: &str,
 ) -> bool {
     let topology = shared.topology.snapshot();
-    if topology.routes == mark.generation || listener.route.kind != RouteKind::ReadWrite {
+    if mark.current(topology.routes) || listener.route.kind != RouteKind::ReadWrite {
         return true;
     }
-    mark.generation = topology.routes;
+    mark.chosen_at(topology.routes);
     let Some(cluster) = topology
         .clusters
         .get(&listener.cluster)

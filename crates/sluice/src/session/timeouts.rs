@@ -5,6 +5,8 @@
 //! the clock what phase the client is in after every event; the clock says when the
 //! next deadline falls (the IO pump waits for it alongside the sockets) and what it was.
 
+use std::pin::Pin;
+use std::task::Context;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -74,6 +76,49 @@ pub struct Clock {
     cancelled: bool,
     /// A rule's `timeout` for the statement now running (shorter than `query` wins).
     statement: Option<Duration>,
+    /// What the session's wait watches for the next deadline (session/pump.rs).
+    pub timer: Timer,
+}
+
+/// The session's timer (only sessions with a clock have one). `armed`: its deadline is
+/// the one set with [`Timer::set_deadline`] and has not passed yet.
+#[derive(Debug, Default)]
+pub struct Timer {
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+    armed: bool,
+}
+
+impl Timer {
+    /// Makes the session's wait end with a timeout once `deadline` has passed.
+    pub fn set_deadline(&mut self, deadline: Option<Instant>) {
+        let set = self
+            .sleep
+            .as_ref()
+            .filter(|_| self.armed)
+            .map(|t| t.deadline());
+        if deadline == set {
+            return;
+        }
+        self.armed = deadline.is_some();
+        if let Some(d) = deadline {
+            match &mut self.sleep {
+                Some(t) => t.as_mut().reset(d),
+                None => self.sleep = Some(Box::pin(tokio::time::sleep_until(d))),
+            }
+        }
+    }
+
+    /// Whether the deadline set has passed (once; else `cx` is woken when it does).
+    pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.armed
+            && let Some(t) = self.sleep.as_mut()
+            && t.as_mut().poll(cx).is_ready()
+        {
+            self.armed = false;
+            return true;
+        }
+        false
+    }
 }
 
 impl Clock {
@@ -86,6 +131,7 @@ impl Clock {
                 since: Instant::now(),
                 cancelled: false,
                 statement: None,
+                timer: Timer::default(),
             })
         })
     }
@@ -100,6 +146,7 @@ impl Clock {
                 since: Instant::now(),
                 cancelled: false,
                 statement: None,
+                timer: Timer::default(),
             })
         });
         c.statement = Some(t);

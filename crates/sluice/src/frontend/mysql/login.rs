@@ -167,7 +167,7 @@ pub(super) async fn finish(
         },
     );
     // (KILL finds the client's user and socket in its book line.)
-    let kill = ctx.mysql.clients.register(a.id, client.info.clone());
+    let kill = ctx.mysql.clients.register(client.info.clone());
     // Read once from the socket, for the client book (system call per login saved).
     let peer = client.info.addr.map(|a| a.ip());
     let mut seat = Seat {
@@ -194,7 +194,6 @@ pub(super) async fn finish(
     kill.set_server(seat.lease.as_ref().map(|l| l.conn.id));
     let session = Session {
         id: a.id,
-        caps: a.client_caps,
         kill,
         readmit: ctx.clone(),
         scramble: a.scramble.unwrap_or(crate::session::mysql::NO_SCRAMBLE),

@@ -64,7 +64,7 @@ impl Relay {
             .unwrap_or_default()
             .to_vec();
         self.core.io.cbuf.advance(4 + len);
-        let Some(cu) = ChangeUser::parse(&body, self.s.caps) else {
+        let Some(cu) = ChangeUser::parse(&body, self.tracker.caps()) else {
             let msg = "Malformed communication packet";
             queue_err(
                 &mut self.core.io.to_client,
@@ -85,7 +85,7 @@ impl Relay {
         self.core.io.flush_client_now().await;
         let readmit = self.s.readmit.clone();
         let (shared, max) = (self.core.shared.clone(), self.core.max_message());
-        let caps = self.s.caps;
+        let caps = self.tracker.caps();
         let login = (caps, self.s.scramble());
         let new = readmit.readmit(&shared, &mut self.core.io, cu, login, max);
         let Some(new) = new.await? else {
@@ -169,25 +169,25 @@ impl Relay {
             .io
             .cbuf
             .get(5..4 + len)
-            .and_then(|b| ChangeUser::parse(b, self.s.caps))
+            .and_then(|b| ChangeUser::parse(b, self.tracker.caps()))
         else {
             return len;
         };
-        if self.s.caps & consts::CLIENT_PLUGIN_AUTH == 0 || cu.charset.is_none() {
+        if self.tracker.caps() & consts::CLIENT_PLUGIN_AUTH == 0 || cu.charset.is_none() {
             // No way to name another plugin: the server checks the answer as it is.
             return len;
         }
         // What follows the plugin name (connection attributes) goes along as it is.
         let body = self.core.io.cbuf.get(5..4 + len).unwrap_or_default();
         let mut head = Vec::new();
-        cu.encode(self.s.caps, &mut head);
+        cu.encode(self.tracker.caps(), &mut head);
         let Some(attrs) = body.strip_prefix(&head[..]).map(<[u8]>::to_vec) else {
             return len;
         };
         cu.auth_response.clear();
         cu.auth_plugin = Some(b"sluice_reauthenticate".to_vec());
         let mut p = vec![consts::COM_CHANGE_USER];
-        cu.encode(self.s.caps, &mut p);
+        cu.encode(self.tracker.caps(), &mut p);
         p.extend_from_slice(&attrs);
         let rest = self.core.io.cbuf.split_off(4 + len);
         self.core.io.cbuf.clear();
@@ -202,9 +202,9 @@ impl Relay {
             l.conn.foreign = true;
         }
         let body = self.core.io.cbuf.get(5..4 + len).unwrap_or_default();
-        self.changing_to = ChangeUser::parse(body, self.s.caps).map(|cu| {
+        self.rare().changing_to = ChangeUser::parse(body, self.tracker.caps()).map(|cu| {
             let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-            Box::new((text(&cu.username), text(&cu.database)))
+            (text(&cu.username), text(&cu.database))
         });
     }
 
@@ -223,8 +223,8 @@ impl Relay {
             &self.core.cfg,
             addr,
         );
-        self.core.deferred = None;
-        self.core.target = None;
+        self.core.odds.take_deferred();
+        self.core.odds.take_target();
         self.core.forget_digests();
     }
 
@@ -233,7 +233,7 @@ impl Relay {
     pub(super) fn user_changed(&mut self) {
         self.forget_session_state();
         self.pin_foreign();
-        if let Some((user, database)) = self.changing_to.take().map(|b| *b) {
+        if let Some((user, database)) = self.rare.as_mut().and_then(|r| r.changing_to.take()) {
             self.rejudge(&user, &database);
         }
     }
@@ -252,7 +252,9 @@ impl Relay {
     pub(super) fn forget_session_state(&mut self) {
         self.core.ledger = Default::default();
         self.stmts = Default::default();
-        self.last_insert = None;
+        if let Some(r) = self.rare.as_mut() {
+            r.last_insert = None;
+        }
         self.hold_once = false;
         if let Some(l) = self.core.lease.as_mut() {
             l.conn.applied.clear();

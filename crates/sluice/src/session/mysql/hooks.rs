@@ -58,7 +58,7 @@ impl driver::Relay for Relay {
             Err(e) if crate::session::lost::outlives_shared_loss(self, answer, &e) => {
                 // Sluice's own prepare was lost: the command waiting for it is handled
                 // again; the client's command itself gets the error.
-                if self.preparing.take().is_none() {
+                if self.take_preparing().is_none() {
                     let seq = self.c_seq.wrapping_add(1);
                     queue_error(&mut self.core.io.to_client, seq, &e);
                 }
@@ -73,7 +73,10 @@ impl driver::Relay for Relay {
     }
 
     fn answer_sink(&mut self) -> Option<&mut bytes::BytesMut> {
-        self.preparing.as_mut().map(|p| &mut p.answer)
+        self.rare
+            .as_mut()
+            .and_then(|r| r.preparing.as_mut())
+            .map(|p| &mut p.answer)
     }
 
     fn in_flight(&self) -> bool {
@@ -86,6 +89,7 @@ impl driver::Relay for Relay {
         }
         self.origins.shed_to(&super::ORIGIN_SPARES);
         self.kills.shed();
+        self.settle_rare();
     }
 
     fn between_requests(&self) -> bool {
@@ -113,7 +117,7 @@ impl driver::Relay for Relay {
     }
 
     fn forget_server(&mut self) {
-        self.tracker = sluice_wire_mysql::track::Tracker::new(self.s.caps);
+        self.tracker = sluice_wire_mysql::track::Tracker::new(self.tracker.caps());
         self.origins.clear();
         self.s_first = true;
         self.s_forward = true;
@@ -122,7 +126,7 @@ impl driver::Relay for Relay {
         self.s.kill.set_muxed(None);
         self.blocked = false;
         self.wait_rest = false;
-        self.preparing = None;
+        self.take_preparing();
     }
 
     fn server_may_close(&self) -> bool {

@@ -54,19 +54,24 @@ impl Default for Clients {
 }
 
 /// Removes the client from the registry when its session ends.
+/// (Its id is the one the client book shows as the client's process id.)
 pub struct Registration {
     pub clients: Arc<Clients>,
-    pub id: u32,
     pub entry: Arc<Registered>,
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.clients.map.lock().remove(&self.id);
+        self.clients.map.lock().remove(&self.id());
     }
 }
 
 impl Registration {
+    /// The connection id the client was told.
+    pub fn id(&self) -> u32 {
+        u32::try_from(self.entry.info.pid).unwrap_or(0)
+    }
+
     pub fn set_server(&self, thread: Option<u32>) {
         self.entry.state.lock().server = thread.unwrap_or(0);
     }
@@ -98,12 +103,13 @@ impl Registration {
 }
 
 impl Clients {
-    /// Registers the client of book line `info` (its user and socket) under `id`.
+    /// Registers the client of book line `info` (its user and socket) under the
+    /// connection id the line shows as its process id.
     pub fn register(
         self: &Arc<Self>,
-        id: u32,
         info: Arc<crate::session::clients::ClientInfo>,
     ) -> Registration {
+        let id = u32::try_from(info.pid).unwrap_or(0);
         let entry = Arc::new(Registered {
             state: Mutex::new(State {
                 user: self.user_hash(&info.user),
@@ -117,7 +123,6 @@ impl Clients {
         self.map.lock().insert(id, entry.clone());
         Registration {
             clients: self.clone(),
-            id,
             entry,
         }
     }
@@ -323,7 +328,7 @@ impl super::Relay {
     /// Answers a KILL with OK.
     fn kill_answered(&mut self) -> Kill {
         let mut ok = Vec::new();
-        sluice_wire_mysql::resp::encode_ok(&mut ok, self.s.caps, 0, 0, self.status, 0, b"");
+        sluice_wire_mysql::resp::encode_ok(&mut ok, self.tracker.caps(), 0, 0, self.status, 0, b"");
         let mut seq = 1;
         packet::write_packet(&mut *self.core.io.to_client, &mut seq, &ok);
         Kill::Answered

@@ -12,6 +12,7 @@ pub mod errors;
 mod hooks;
 pub mod kill;
 mod muxed;
+mod rare;
 mod route;
 mod rules;
 mod state;
@@ -52,8 +53,6 @@ pub type Admitted = (Seat<ServerConn>, Session);
 pub struct Session {
     /// The connection id the client was told.
     pub id: u32,
-    /// Capabilities agreed with the client.
-    pub caps: u64,
     /// The client's entry for KILL.
     pub kill: kill::Registration,
     /// How COM_CHANGE_USER logs the client in again (the listener's frontend).
@@ -120,8 +119,8 @@ pub struct Relay {
     /// What both protocols keep alike (see session/driver.rs).
     core: Core<ServerConn>,
     tracker: Tracker,
-    /// The answer from a shared connection is to Sluice's prepare of the statement there. (Boxed: rare.)
-    preparing: Option<Box<self::muxed::Preparing>>,
+    /// What few sessions hold now and then, in one box.
+    rare: Option<Box<rare::Rare>>,
     /// Clients whose connection a KILL of ours is aimed at, oldest first.
     kills: crate::session::queue::Queue<self::kill::KillWait>,
     /// One entry per command awaiting its answer, in order.
@@ -130,8 +129,6 @@ pub struct Relay {
     stmts: self::stmts::ClientStmts,
     /// A command waits for Sluice's own COM_STMT_PREPARE: read no more client packets.
     blocked: bool,
-    /// A relayed COM_CHANGE_USER's user and database, until the server answers it.
-    changing_to: Option<Box<(String, String)>>,
     /// A pipelined command waits for the answers before it (rules may answer it
     /// themselves, and their answer must come in order): see rules.rs.
     wait_rest: bool,
@@ -142,9 +139,6 @@ pub struct Relay {
     /// Keep the server connection for the client's next statement (it may read
     /// LAST_INSERT_ID() or FOUND_ROWS()).
     hold_once: bool,
-    /// The id the client's last insert generated (transaction mode: it may have run on
-    /// another server connection than the next statement).
-    last_insert: Option<std::num::NonZeroU64>,
     /// The server packet being relayed belongs to the client (not to Sluice's own).
     s_forward: bool,
     incoming: Incoming,
@@ -179,15 +173,13 @@ pub fn run(
         core: Core::new(shared, seat, stream, buf, clock),
         origins: Default::default(),
         kills: Default::default(),
-        preparing: None,
+        rare: None,
         stmts: Default::default(),
         blocked: false,
-        changing_to: None,
         wait_rest: false,
         resume: false,
         s_first: true,
         hold_once: false,
-        last_insert: None,
         s_forward: true,
         tracker: Tracker::new(caps),
         incoming: Incoming::Command,
@@ -333,7 +325,7 @@ impl Relay {
             && len < packet::MAX_PAYLOAD
             && self.at_rest()
             && !self.in_transaction();
-        self.core.retry = None;
+        self.core.odds.take_retry();
         // Sluice's own answers (errors) follow this packet.
         self.c_seq = seq;
         if seq != 0 {
@@ -360,14 +352,16 @@ impl Relay {
             );
             return Ok(Cmd::Consumed);
         };
-        if self.core.lost_tx.is_some() {
+        if self.core.odds.lost_tx.is_some() {
             match cmd {
                 // Outside any transaction, or answered by no one: they go on.
                 consts::COM_PING | consts::COM_STMT_CLOSE | consts::COM_STMT_SEND_LONG_DATA => {}
-                consts::COM_RESET_CONNECTION | consts::COM_CHANGE_USER => self.core.lost_tx = None,
+                consts::COM_RESET_CONNECTION | consts::COM_CHANGE_USER => {
+                    drop(self.core.odds.take_lost_tx())
+                }
                 _ => {
                     // The transaction this command belongs to was lost with its server.
-                    if let Some(e) = self.core.lost_tx.take() {
+                    if let Some(e) = self.core.odds.take_lost_tx() {
                         queue_error(&mut self.core.io.to_client, answer_seq, &e);
                     }
                     return Ok(Cmd::Consumed);

@@ -50,7 +50,7 @@ impl Relay {
             && self.origins.is_empty()
             && !self.core.io.shutting_down
             && self.core.lease.is_none()
-            && self.core.deferred.is_none()
+            && self.core.odds.deferred.is_none()
             && len < MAX_SHARED;
         if !clean {
             return None;
@@ -61,7 +61,7 @@ impl Relay {
         let (queued, preparing) = match cmd {
             consts::COM_QUERY => {
                 let sql = &payload[1..];
-                if self.last_insert.is_some() && reads_last_insert_id(sql)
+                if self.last_insert().is_some() && reads_last_insert_id(sql)
                     // (A text that is surely plain has no effects: no cache to ask.)
                     || !sluice_sql::surely_plain_in(sql, sluice_sql::Dialect::MySql)
                 {
@@ -81,7 +81,7 @@ impl Relay {
                 }
                 let vid = stmt_id(payload)?;
                 let st = self.stmts.get(&vid)?;
-                if !st.plain || st.cursor || st.reads_id && self.last_insert.is_some() {
+                if !st.plain || st.cursor || st.reads_id && self.last_insert().is_some() {
                     return None;
                 }
                 self.note_execute(vid, len).ok()?;
@@ -124,7 +124,7 @@ impl Relay {
         self.blocked = true;
         if preparing.is_some() {
             // The execute waits in the client buffer for the prepare's answer.
-            self.preparing = preparing.map(Box::new);
+            self.rare().preparing = preparing;
             return Some(Ok(Cmd::Blocked));
         }
         Some(Ok(Cmd::Consumed))
@@ -161,14 +161,14 @@ impl Relay {
         self.blocked = false;
         self.wait_rest = false;
         let head = done.map_err(End::Failed)?;
-        if let Some(p) = self.preparing.take() {
-            self.mux_prepared(*p);
+        if let Some(p) = self.take_preparing() {
+            self.mux_prepared(p);
             return self.on_client_packets().await;
         }
         let head = head.get(4..).unwrap_or_default();
         if head.first() == Some(&0) {
             let id = last_insert_id(head);
-            self.last_insert = std::num::NonZeroU64::new(id).or(self.last_insert);
+            self.note_insert(id);
         }
         self.on_client_packets().await
     }

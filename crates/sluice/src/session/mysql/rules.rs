@@ -20,8 +20,8 @@ impl Relay {
     /// Applies the rules to the client's command (`len` bytes at the start of its
     /// buffer, sequence id `seq`). Commands Sluice answers otherwise are left alone.
     pub(super) fn apply_rules(&mut self, len: usize, seq: u8) -> Ruled {
-        self.core.target = None;
-        if self.core.judging.is_none() || len == 0 || seq != 0 || self.core.lost_tx.is_some() {
+        self.core.odds.take_target();
+        if self.core.judging.is_none() || len == 0 || seq != 0 || self.core.odds.lost_tx.is_some() {
             return Ruled::Go(len);
         }
         let Some(&cmd) = self.core.io.cbuf.get(4) else {
@@ -96,7 +96,7 @@ impl Relay {
                 }
             }
             _ => {
-                self.core.target = None;
+                self.core.odds.take_target();
                 Judged::Run
             }
         };
@@ -120,7 +120,7 @@ impl Relay {
                     self.status &= !consts::SERVER_STATUS_IN_TRANS;
                 }
                 let mut ok = Vec::new();
-                resp::encode_ok(&mut ok, self.s.caps, 0, 0, self.status, 0, b"");
+                resp::encode_ok(&mut ok, self.tracker.caps(), 0, 0, self.status, 0, b"");
                 let mut seq = answer_seq;
                 packet::write_packet(&mut *self.core.io.to_client, &mut seq, &ok);
                 Ruled::Answered
@@ -131,7 +131,7 @@ impl Relay {
     /// Sends a deferred BEGIN on the server connection just taken, before the
     /// client's command; its answer is Sluice's.
     pub(super) fn send_deferred(&mut self) {
-        if let Some(begin) = self.core.deferred.take() {
+        if let Some(begin) = self.core.odds.take_deferred() {
             self.inject(&begin, consts::COM_QUERY);
         }
     }

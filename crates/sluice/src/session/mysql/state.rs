@@ -102,7 +102,7 @@ impl Relay {
     /// Before a statement that reads LAST_INSERT_ID() (or @@identity), sets it on the
     /// connection to the value the client's last insert produced, wherever that ran.
     pub(super) fn restore_last_insert_id(&mut self, cmd: u8, payload: &[u8]) {
-        let Some(id) = self.last_insert else {
+        let Some(id) = self.last_insert() else {
             return;
         };
         if cmd != consts::COM_QUERY && cmd != consts::COM_STMT_PREPARE {
@@ -220,7 +220,7 @@ impl Relay {
         // LAST_INSERT_ID() lives on the connection: remember it for the client.
         if head.first() == Some(&0) {
             let id = last_insert_id(head);
-            self.last_insert = std::num::NonZeroU64::new(id).or(self.last_insert);
+            self.note_insert(id);
         }
         for e in effects.iter().flat_map(|e| e.iter()) {
             // Session variables are not transactional in MySQL: they count at once.

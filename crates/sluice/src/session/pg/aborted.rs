@@ -33,7 +33,7 @@ impl Relay {
     /// Enters the failed-transaction state (`why`: the error the client has yet to
     /// see, if any).
     pub(super) fn abort_transaction(&mut self, why: Option<Error>) {
-        self.aborted = Some(Box::new(Aborted {
+        self.rare().aborted = Some(Box::new(Aborted {
             why,
             ..Aborted::default()
         }));
@@ -49,13 +49,13 @@ impl Relay {
 
     /// Answers one client message while the transaction is aborted.
     pub(super) fn in_aborted(&mut self, tag: u8, body: &[u8]) {
-        let Some(mut a) = self.aborted.take() else {
+        let Some(mut a) = self.rare.as_mut().and_then(|r| r.aborted.take()) else {
             return;
         };
         if self.aborted_message(&mut a, tag, body) {
             self.status = b'I';
         } else {
-            self.aborted = Some(a);
+            self.rare().aborted = Some(a);
         }
     }
 

@@ -108,14 +108,14 @@ impl Relay {
                         let known = self.keep_for_retry(h.tag, buf, h.frame_len);
                         if ruled.is_some() {
                             // A rewritten request is not sent again as the client wrote it.
-                            self.core.retry = None;
+                            self.core.odds.take_retry();
                         }
                         let body = &buf[5..h.frame_len];
                         let class = |r: &Self| known.unwrap_or_else(|| r.class_of(h.tag, body));
                         match driver::route(self, class).await {
                             Err(end) => return Ok(Some(end)),
                             Ok(Some(e)) => {
-                                self.core.retry = None;
+                                self.core.odds.take_retry();
                                 self.refuse(h.tag, &e);
                                 buf.advance(h.frame_len);
                                 continue;
@@ -249,11 +249,11 @@ impl Relay {
             }
             return Ok(None);
         }
-        if let Some(e) = self.core.lost_tx.take() {
+        if let Some(e) = self.core.odds.take_lost_tx() {
             // The transaction this request belongs to was lost with its server.
-            self.abort_transaction(Some(*e));
+            self.abort_transaction(Some(e));
         }
-        if self.aborted.is_some() {
+        if self.aborted() {
             self.in_aborted(tag, body);
             return Ok(None);
         }
@@ -433,7 +433,8 @@ impl Relay {
         self.note_notifier(query);
         self.note_ddl(query);
         if name.is_empty() {
-            self.unnamed_effects = self.core.shared.pg.effects.of(query);
+            let effects = self.core.shared.pg.effects.of(query);
+            self.set_effects(true, effects);
             self.unnamed.set(query, types);
             self.unnamed_here = true;
             let t = self.token();
@@ -477,11 +478,11 @@ impl Relay {
         };
         let effects = match &stmt {
             Some(s) => s.effects.clone(),
-            None if name.is_empty() => self.unnamed_effects.clone(),
+            None if name.is_empty() => self.effects(true),
             None => None,
         };
         if portal.is_empty() {
-            self.portal_effects = effects;
+            self.set_effects(false, effects);
         } else if let Some(effects) = effects {
             self.rare()
                 .named_portal_effects
@@ -536,7 +537,7 @@ impl Relay {
         if self.tx_mode() {
             let portal = msg::query_text(body).unwrap_or_default();
             let effects = if portal.is_empty() {
-                self.portal_effects.clone()
+                self.effects(false)
             } else {
                 let named = self
                     .rare

@@ -84,6 +84,7 @@ impl driver::Relay for Relay {
             crate::stream::spare::keep(&super::TRACKER_SPARES, q);
         }
         self.actions.shed_to(&super::ACTION_SPARES);
+        self.settle_rare();
     }
 
     fn between(&mut self) {
@@ -124,7 +125,7 @@ impl driver::Relay for Relay {
         self.sscan = sluice_wire_pg::Scanner::default();
         self.s_dropping = false;
         self.status = b'I';
-        if self.aborted.is_some() {
+        if self.aborted() {
             self.status = b'E';
             self.tracker.set_status(b'E');
         }

@@ -64,10 +64,43 @@ impl Relay {
     /// Lets go of the box once all it held is gone.
     fn settle_rare(&mut self) {
         if self.rare.as_ref().is_some_and(|r| {
-            r.fatal.is_none() && r.named_portal_effects.is_none() && r.signals.is_none()
+            r.fatal.is_none()
+                && r.named_portal_effects.is_none()
+                && r.signals.is_none()
+                && r.unnamed_effects.is_none()
+                && r.portal_effects.is_none()
+                && r.aborted.is_none()
         }) {
             self.rare = None;
         }
+    }
+
+    /// The effects of the unnamed statement (`unnamed`) or portal.
+    fn effects(&self, unnamed: bool) -> Effects {
+        let r = self.rare.as_deref()?;
+        if unnamed {
+            r.unnamed_effects.clone()
+        } else {
+            r.portal_effects.clone()
+        }
+    }
+
+    /// Sets them (no box is made for none).
+    fn set_effects(&mut self, unnamed: bool, e: Effects) {
+        if e.is_none() && self.rare.is_none() {
+            return;
+        }
+        let r = self.rare();
+        if unnamed {
+            r.unnamed_effects = e;
+        } else {
+            r.portal_effects = e;
+        }
+    }
+
+    /// The client's transaction is in the failed state Sluice answers for.
+    fn aborted(&self) -> bool {
+        self.rare.as_ref().is_some_and(|r| r.aborted.is_some())
     }
 
     fn signals(&mut self) -> Option<&mut self::pids::Signals> {
@@ -230,8 +263,6 @@ pub struct Relay {
     /// A refused message of an extended-protocol batch whose earlier messages reached
     /// the server: the client's Sync goes to the server (see client.rs refuse).
     sync_owed: bool,
-    unnamed_effects: Effects,
-    portal_effects: Effects,
     /// The last CommandComplete tag's count, and what it counts ([`LastTag`]): kept
     /// as numbers, where the tag would be a buffer in every session.
     last_count: u64,
@@ -255,10 +286,8 @@ pub struct Relay {
     /// Bytes of the extended-protocol round kept for a retry still to be handled
     /// (see client.rs `keep_for_retry`).
     round_left: u32,
-    /// The client's transaction was lost with its server connection: Sluice answers
-    /// for it as for a failed transaction until the client ends it (aborted.rs).
-    aborted: Option<Box<self::aborted::Aborted>>,
-    /// What few sessions ever hold, in one box.
+    /// What few sessions ever hold, in one box (among them, the effects of the
+    /// unnamed statement and portal: most statements have none).
     rare: Option<Box<Rare>>,
 }
 
@@ -272,6 +301,12 @@ struct Rare {
     named_portal_effects: Option<Box<PortalEffects>>,
     /// What the client's statements signalling other clients leave to do.
     signals: Option<Box<self::pids::Signals>>,
+    /// The session state the unnamed statement and the unnamed portal change.
+    unnamed_effects: Effects,
+    portal_effects: Effects,
+    /// The client's transaction was lost with its server connection: Sluice answers
+    /// for it as for a failed transaction until the client ends it (aborted.rs).
+    aborted: Option<Box<self::aborted::Aborted>>,
 }
 
 driver::relay_core!(Relay, ServerConn);
@@ -298,8 +333,6 @@ pub fn run(
         at_rest: true,
         skip_to_sync: false,
         sync_owed: false,
-        unnamed_effects: None,
-        portal_effects: None,
         last_count: 0,
         last_tag: LastTag::Rows,
         c_dropping: false,
@@ -310,7 +343,6 @@ pub fn run(
         stale_error: false,
         muxed_stmt: None,
         round_left: 0,
-        aborted: None,
         rare: None,
     };
     // Not itself async: the relay's state is the driver's alone, not copied into a

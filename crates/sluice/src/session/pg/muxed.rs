@@ -18,7 +18,7 @@ impl Relay {
             && self.tracker.is_idle()
             && self.at_rest
             && self.status == b'I'
-            && self.core.deferred.is_none()
+            && self.core.odds.deferred.is_none()
             && !self.ledger_in_tx
             && self.core.ledger.sets.is_empty()
             && !self.core.ledger.is_pinned()
@@ -95,7 +95,7 @@ impl Relay {
         // The unnamed statement now lives on the shared connection only.
         self.unnamed.set(&q, &types);
         self.unnamed_here = false;
-        self.unnamed_effects = None;
+        self.set_effects(true, None);
         Some(at)
     }
 

@@ -44,7 +44,7 @@ impl Relay {
             self.round_left = self.round_left.saturating_sub(frame);
             return None;
         }
-        self.core.retry = None;
+        self.core.odds.take_retry();
         let alone = self.core.may_retry()
             && self.tracker.is_idle()
             && self.status == b'I'
@@ -59,11 +59,11 @@ impl Relay {
         let (body, request) = (buf.get(5..frame_len)?, buf.get(..len)?);
         let class = self.class_of(tag, body);
         driver::arm_retry(&mut self.core, class, request);
-        if self.core.retry.is_some() {
+        if self.core.odds.retry.is_some() {
             match u32::try_from(len - frame_len) {
                 Ok(left) => self.round_left = left,
                 // (Beyond any frame size Sluice takes: kept for no retry.)
-                Err(_) => self.core.retry = None,
+                Err(_) => drop(self.core.odds.take_retry()),
             }
         }
         Some(class)

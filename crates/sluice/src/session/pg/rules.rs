@@ -18,7 +18,7 @@ impl Relay {
             return Judged::Run;
         }
         // Requests skipped or answered by Sluice are not judged.
-        if self.skip_to_sync || self.aborted.is_some() || self.core.lost_tx.is_some() {
+        if self.skip_to_sync || self.aborted() || self.core.odds.lost_tx.is_some() {
             return Judged::Run;
         }
         // Only a simple-query BEGIN is deferred.
@@ -121,7 +121,7 @@ impl Relay {
     /// Sends a deferred BEGIN on the server connection just taken, before anything of
     /// the client's; its answer is Sluice's.
     pub(super) fn send_deferred(&mut self) {
-        if let Some(begin) = self.core.deferred.take() {
+        if let Some(begin) = self.core.odds.take_deferred() {
             encode::query(&mut self.core.io.to_server, &begin);
             let t = self.token();
             self.tracker.push(TKind::Query, Origin::Injected, t);
