@@ -9,11 +9,13 @@
 #   5. scripts/driver-suites.sh          (if it exists)
 #   6. scripts/sysbench-check.sh         (if it exists; sysbench through Sluice's
 #                                         MySQL listeners, under a minute)
+#      (5 and 6 run the debug binary the tests built, unless SLUICE_BIN names one)
 #   7. a short run of every fuzz target  (if fuzz/ exists, with nightly + cargo-fuzz)
 # Stops at the first failing step with a non-zero exit. Knobs:
 #   SLUICE_TEST_THREADS  parallel tests (default 2: the CI machine has 2 cores)
 #   SLUICE_BUILD_JOBS    parallel compile jobs (default 2)
 #   SLUICE_SYSBENCH_CHECK=0  skip step 6
+#   SLUICE_BIN           the sluice binary steps 5 and 6 run (default: target/debug/sluice)
 #   SLUICE_FUZZ_SECONDS  seconds per fuzz target (default 60; all targets
 #                        together get at most SLUICE_FUZZ_BUDGET, default 150,
 #                        so that the whole run stays under 20 minutes)
@@ -58,6 +60,15 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
     echo "cargo-nextest not found: using cargo test"
     cargo test --workspace -j "$JOBS" -- --test-threads "$THREADS"
+fi
+
+# The driver suites and the sysbench check run the binary the tests built (debug
+# build, dependencies at opt-level 1; they check behaviour, not speed): a release
+# build of their own would cost the run several minutes. SLUICE_BIN chooses another
+# binary (e.g. target/release/sluice).
+if [ -z "${SLUICE_BIN:-}" ]; then
+    cargo build -p sluice -j "$JOBS"
+    export SLUICE_BIN="$PWD/target/debug/sluice"
 fi
 
 section "driver suites"
