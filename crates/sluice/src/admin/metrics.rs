@@ -347,7 +347,7 @@ fn listeners(
         .map(|l| {
             let k = clients
                 .iter()
-                .filter(|c| &*c.listener == l.as_str())
+                .filter(|c| c.listener() == l.as_str())
                 .count();
             (labels(l), Value::Int(k as u64))
         })

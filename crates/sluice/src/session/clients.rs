@@ -14,10 +14,9 @@ pub struct ClientInfo {
     /// The console's id for the client (`KILL CLIENT id`).
     pub id: u64,
     pub protocol: sluice_config::Protocol,
-    pub listener: Arc<str>,
-    pub user: Arc<str>,
-    /// The database it logged in to.
-    pub database: Arc<str>,
+    /// Its listener, user and the database it logged in to (one copy for all the
+    /// clients with the same three: the line stays in jemalloc's 128-byte class).
+    names: Arc<Names>,
     pub addr: Option<SocketAddr>,
     /// When it logged in, in seconds since the Unix epoch (a u32, good until 2106, not
     /// a `SystemTime`: the book's entry stays in a smaller size class).
@@ -37,6 +36,19 @@ pub struct ClientInfo {
 }
 
 impl ClientInfo {
+    pub fn listener(&self) -> &str {
+        &self.names.listener
+    }
+
+    pub fn user(&self) -> &str {
+        &self.names.user
+    }
+
+    /// The database it logged in to.
+    pub fn database(&self) -> &str {
+        &self.names.database
+    }
+
     /// When it logged in, in seconds since the Unix epoch.
     pub fn since(&self) -> i64 {
         i64::from(self.since)
@@ -81,11 +93,13 @@ impl ClientInfo {
 pub struct Book {
     map: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
     next: AtomicU64,
+    /// Clients' names, each set of three kept once.
+    names: crate::intern::Interner<Names>,
 }
 
 /// A client's listener, user and database names, as `Shared::names` keeps them (one
 /// copy for all the clients of one user).
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Names {
     pub listener: Arc<str>,
     pub user: Arc<str>,
@@ -117,9 +131,7 @@ impl Book {
         let info = Arc::new(ClientInfo {
             id,
             protocol: a.protocol,
-            listener: a.names.listener,
-            user: a.names.user,
-            database: a.names.database,
+            names: self.names.intern(a.names),
             addr: a.tcp.peer_addr().ok(),
             since: SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)

@@ -105,4 +105,12 @@ mod tests {
         let size = std::mem::size_of::<judge::Judging>();
         assert!(size <= 96, "{size}");
     }
+
+    /// Every client's line in the book (`SHOW CLIENTS`), with its `Arc`'s two counts:
+    /// 128 bytes, jemalloc's class.
+    #[test]
+    fn a_clients_line_in_the_book_fits_in_128_bytes() {
+        let size = std::mem::size_of::<clients::ClientInfo>() + 16;
+        assert!(size <= 128, "{size}");
+    }
 }

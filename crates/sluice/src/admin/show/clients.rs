@@ -29,9 +29,9 @@ pub fn table(shared: &Shared) -> Table {
         t.push(vec![
             c.id.into(),
             c.protocol.as_str().into(),
-            (&*c.listener).into(),
-            (&*c.user).into(),
-            (&*c.database).into(),
+            c.listener().into(),
+            c.user().into(),
+            c.database().into(),
             c.addr.map(|a| a.to_string()).into(),
             c.mode.as_str().into(),
             c.pid.into(),

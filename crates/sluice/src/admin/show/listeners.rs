@@ -20,7 +20,7 @@ pub fn table(shared: &Shared) -> Table {
         ("paused", Type::Text),
     ]);
     let clients = shared.book.all();
-    let count = |name: &str| clients.iter().filter(|c| &*c.listener == name).count();
+    let count = |name: &str| clients.iter().filter(|c| c.listener() == name).count();
     let bound = |name: &str, configured: &str| {
         shared
             .control

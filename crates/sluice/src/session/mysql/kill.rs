@@ -112,7 +112,7 @@ impl Clients {
         let id = u32::try_from(info.pid).unwrap_or(0);
         let entry = Arc::new(Registered {
             state: Mutex::new(State {
-                user: self.user_hash(&info.user),
+                user: self.user_hash(info.user()),
                 muxed: None,
                 server: 0,
                 aimed: 0,

@@ -180,8 +180,8 @@ impl Relay {
     /// relying on them gets the server's answer for an id it does not know).
     fn may_signal(&self, target: &Slot) -> bool {
         let superuser = self.s.client_params.get("is_superuser").map(String::as_str) == Some("on");
-        let mine = self.s.cancel.slot.client().map(|c| &*c.info.user);
-        superuser || target.client().map(|c| &*c.info.user) == mine && mine.is_some()
+        let mine = self.s.cancel.slot.client().map(|c| c.info.user());
+        superuser || target.client().map(|c| c.info.user()) == mine && mine.is_some()
     }
 
     /// The client's request has been answered: the connections its signals aimed at go
