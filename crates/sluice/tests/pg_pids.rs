@@ -79,6 +79,24 @@ async fn clients_cancel_and_terminate_each_other_by_pid() {
         "{f:?}"
     );
     assert!(victim.frame().await.is_none(), "the session ended");
+    // A client whose statement runs on a shared connection (statements are shared
+    // while another client holds a connection: here one inside a transaction): the
+    // shared connection's end is its session's end, with the server's reason, not a
+    // lost connection.
+    let mut holder = Raw::login(a, APP_USER, APP_PW, "app").await;
+    holder.query("begin").await;
+    let mut shared = Raw::login(a, APP_USER, APP_PW, "app").await;
+    shared.send(&out).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sql = format!("select pg_terminate_backend({})", shared.pid);
+    assert_eq!(value(&mut control, &sql).await, "t");
+    let f = shared.until_ready().await;
+    assert!(
+        f.iter().any(|f| f.0 == b'E' && error_code(&f.1) == "57P01"),
+        "{f:?}"
+    );
+    assert!(shared.frame().await.is_none(), "the session ended");
+    holder.query("commit").await;
     // A client between statements (no server connection): another user may not end
     // it, the same user may.
     let mut idle = Raw::login(a, APP_USER, APP_PW, "app").await;
