@@ -93,6 +93,9 @@ pub async fn finish_startup(
     }
     let addr: std::sync::Arc<str> = t.addr().into();
     let key = std::sync::Arc::new(crate::cancel::ServerKey::new(addr.clone(), pid, secret));
+    // A connection waiting in the pool holds no read buffer.
+    crate::stream::spare::release(&mut rbuf);
+    let reported = super::REPORTED.intern(reported);
     let mut conn = ServerConn {
         stream,
         key,

@@ -169,6 +169,10 @@ pub fn parse_fingerprint(params: &BTreeMap<String, String>) -> u64 {
     h.digest()
 }
 
+/// Server connections' reported parameters, each set kept once.
+pub static REPORTED: std::sync::LazyLock<crate::intern::Interner<BTreeMap<String, String>>> =
+    std::sync::LazyLock::new(Default::default);
+
 pub struct ServerConn {
     pub stream: Stream,
     /// Where this connection's queries are cancelled.
@@ -180,8 +184,10 @@ pub struct ServerConn {
     pub addr: std::sync::Arc<str>,
     pub pid: i32,
     pub secret: i32,
-    /// Current values of the parameters the server reports (ParameterStatus).
-    pub reported: BTreeMap<String, String>,
+    /// Current values of the parameters the server reports (ParameterStatus): one
+    /// copy for all the connections that report the same ([`REPORTED`]; about 2 KiB
+    /// each, where session mode gives every client a connection), copied on a change.
+    pub reported: std::sync::Arc<BTreeMap<String, String>>,
     /// Pool-wide prepared statements that exist on this connection.
     pub prepared: StatementCache,
     /// SET statements replayed on (or run by a client on) this connection, by parameter.
@@ -196,13 +202,10 @@ pub struct ServerConn {
 
 impl ServerConn {
     pub fn set_reported(&mut self, name: &str, value: &str) {
-        match self.reported.get_mut(name) {
-            Some(v) if v == value => return,
-            Some(v) => *v = value.to_owned(),
-            None => {
-                self.reported.insert(name.to_owned(), value.to_owned());
-            }
+        if self.reported.get(name).is_some_and(|v| v == value) {
+            return;
         }
+        std::sync::Arc::make_mut(&mut self.reported).insert(name.to_owned(), value.to_owned());
         self.reported_fp = None;
     }
 

@@ -219,7 +219,7 @@ pub async fn login(
                     lease.discard();
                     return None;
                 }
-                for (k, v) in &lease.reported {
+                for (k, v) in lease.reported.iter() {
                     encode::parameter_status(&mut out, k, v);
                 }
                 Some(lease)
@@ -227,7 +227,7 @@ pub async fn login(
         }
     };
     let client_params = shared.pg_views.intern(match &lease {
-        Some(l) => l.reported.clone(),
+        Some(l) => std::collections::BTreeMap::clone(&l.reported),
         None => replay::client_view(&pool.welcome().unwrap_or_default(), &params),
     });
     // Others may name a client known by a process id of Sluice's (no server has it)
