@@ -48,6 +48,21 @@ async fn backend_pid_and_notification_senders_agree() {
     assert_eq!(sender.to_string(), pid);
 }
 
+/// `victim` sends `query` (a long statement); `control` terminates it while it runs:
+/// the victim gets the server's 57P01 and its session ends.
+async fn terminated_while_running(control: &mut Raw, victim: &mut Raw, query: &[u8]) {
+    victim.send(query).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sql = format!("select pg_terminate_backend({})", victim.pid);
+    assert_eq!(value(control, &sql).await, "t");
+    let f = victim.until_ready().await;
+    assert!(
+        f.iter().any(|f| f.0 == b'E' && error_code(&f.1) == "57P01"),
+        "{f:?}"
+    );
+    assert!(victim.frame().await.is_none(), "the session ended");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_cancel_and_terminate_each_other_by_pid() {
     let pg = pg();
@@ -69,16 +84,7 @@ async fn clients_cancel_and_terminate_each_other_by_pid() {
         f.iter().any(|f| f.0 == b'E' && error_code(&f.1) == "57014"),
         "{f:?}"
     );
-    victim.send(&out).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let sql = format!("select pg_terminate_backend({})", victim.pid);
-    assert_eq!(value(&mut control, &sql).await, "t");
-    let f = victim.until_ready().await;
-    assert!(
-        f.iter().any(|f| f.0 == b'E' && error_code(&f.1) == "57P01"),
-        "{f:?}"
-    );
-    assert!(victim.frame().await.is_none(), "the session ended");
+    terminated_while_running(&mut control, &mut victim, &out).await;
     // A client whose statement runs on a shared connection (statements are shared
     // while another client holds a connection: here one inside a transaction): the
     // shared connection's end is its session's end, with the server's reason, not a
@@ -86,16 +92,7 @@ async fn clients_cancel_and_terminate_each_other_by_pid() {
     let mut holder = Raw::login(a, APP_USER, APP_PW, "app").await;
     holder.query("begin").await;
     let mut shared = Raw::login(a, APP_USER, APP_PW, "app").await;
-    shared.send(&out).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let sql = format!("select pg_terminate_backend({})", shared.pid);
-    assert_eq!(value(&mut control, &sql).await, "t");
-    let f = shared.until_ready().await;
-    assert!(
-        f.iter().any(|f| f.0 == b'E' && error_code(&f.1) == "57P01"),
-        "{f:?}"
-    );
-    assert!(shared.frame().await.is_none(), "the session ended");
+    terminated_while_running(&mut control, &mut shared, &out).await;
     holder.query("commit").await;
     // A client between statements (no server connection): another user may not end
     // it, the same user may.
