@@ -105,6 +105,19 @@ async fn clients_cancel_and_terminate_each_other_by_pid() {
     let (tag, body) = idle.frame().await.expect("a FATAL");
     assert_eq!((tag, error_code(&body).as_str()), (b'E', "57P01"));
     assert!(idle.frame().await.is_none(), "the session ended");
+    // A terminate the server refuses (another user's, without the right) leaves a
+    // client holding a server connection as it was.
+    let mut busy = Raw::login(a, APP_USER, APP_PW, "app").await;
+    busy.query("begin").await;
+    let sql = format!("select pg_terminate_backend({})", busy.pid);
+    let f = stranger.query(&sql).await;
+    assert!(
+        f.iter().any(|f| f.0 == b'E' && error_code(&f.1) == "42501"),
+        "{f:?}"
+    );
+    assert_eq!(value(&mut busy, "select 3").await, "3");
+    busy.query("commit").await;
+    assert_eq!(value(&mut busy, "select 4").await, "4");
     // The control session goes on.
     assert_eq!(value(&mut control, "select 2").await, "2");
 }

@@ -189,10 +189,11 @@ pub trait Splitter: Send + 'static {
         Some(false)
     }
     /// Whether a complete unit is the server's farewell before it closes the connection
-    /// as it shuts down: not passed on (the connection's loss is, to each client whose
-    /// answer it cuts short: see session/lost.rs).
-    fn farewell(&self, _unit: &[u8]) -> bool {
-        false
+    /// (it shuts down, or another client's pg_terminate_backend ended it): not passed
+    /// on; the connection's loss is, to each client whose answer it cuts short, as this
+    /// error (the server's reason: see session/lost.rs).
+    fn farewell(&self, _unit: &[u8]) -> Option<Error> {
+        None
     }
     /// Whether a complete unit says the prepared statement the answer ran can no longer
     /// run as prepared (it must be prepared afresh): see [`Answer::stale`].

@@ -30,6 +30,8 @@ pub(super) async fn run<C: MuxConn>(mux: Arc<Mux>, mut lease: Lease<C>) {
     let mut idle_since: Option<std::time::Instant> = None;
     let mut timer = Box::pin(tokio::time::sleep(BUSY));
     let mut flush = false;
+    // The server's farewell, once it said why it is closing the connection.
+    let mut farewell: Option<Error> = None;
     let failure = std::future::poll_fn(|cx| {
         loop {
             let mut progressed = false;
@@ -107,18 +109,22 @@ pub(super) async fn run<C: MuxConn>(mux: Arc<Mux>, mut lease: Lease<C>) {
                 }
                 match tokio_util::io::poll_read_buf(Pin::new(&mut *stream), cx, rbuf) {
                     Poll::Ready(Ok(0)) => {
-                        return Poll::Ready(Some(Error::server_gone(
-                            "Lost connection to server during query",
-                        )));
+                        return Poll::Ready(Some(farewell.take().unwrap_or_else(|| {
+                            Error::server_gone("Lost connection to server during query")
+                        })));
                     }
                     Poll::Ready(Ok(_)) => progressed = true,
                     Poll::Ready(Err(e)) => {
-                        return Poll::Ready(Some(Error::server_gone(e.to_string())));
+                        return Poll::Ready(Some(
+                            farewell
+                                .take()
+                                .unwrap_or_else(|| Error::server_gone(e.to_string())),
+                        ));
                     }
                     Poll::Pending => {}
                 }
             }
-            if let Err(e) = split(rbuf, &mut splitter, &mut inflight, &mux) {
+            if let Err(e) = split(rbuf, &mut splitter, &mut inflight, &mux, &mut farewell) {
                 return Poll::Ready(Some(e));
             }
             if !progressed {
@@ -180,12 +186,14 @@ fn split<S: Splitter>(
     splitter: &mut S,
     inflight: &mut VecDeque<Arc<Answer>>,
     mux: &Mux,
+    farewell: &mut Option<Error>,
 ) -> Result<(), Error> {
     let mut start = 0;
     let mut pos = 0;
     while let Some((len, end)) = splitter.unit(&rbuf[pos..])? {
         let unit_end = pos + len;
-        if splitter.farewell(&rbuf[pos..unit_end]) {
+        if let Some(e) = splitter.farewell(&rbuf[pos..unit_end]) {
+            *farewell = Some(e);
             if pos > start
                 && let Some(a) = inflight.front()
             {
@@ -298,7 +306,7 @@ mod tests {
         let mut inflight: VecDeque<_> = answers.iter().map(|&a| a.clone()).collect();
         let mut rbuf = BytesMut::from(&units.concat()[..]);
         let mut splitter = crate::backend::pg::Splitter::default();
-        split(&mut rbuf, &mut splitter, &mut inflight, mux).unwrap();
+        split(&mut rbuf, &mut splitter, &mut inflight, mux, &mut None).unwrap();
     }
 
     fn counted_on(mux: &Mux) -> bool {

@@ -27,6 +27,9 @@ pub struct Signalled {
     /// Its line in the client book: the user it logged in as, and its socket.
     pub info: Arc<crate::session::clients::ClientInfo>,
     terminated: std::sync::atomic::AtomicBool,
+    /// A pg_terminate_backend is on its way to the server connection it holds: if
+    /// that connection ends now, so does its session (see [`Slot::mark_terminated`]).
+    marked: std::sync::atomic::AtomicBool,
 }
 
 impl Slot {
@@ -61,19 +64,37 @@ impl Slot {
         }
     }
 
-    /// pg_terminate_backend of a client through the server connection it holds: when
-    /// that connection ends, so does its session (it does not outlive it).
+    /// pg_terminate_backend of a client through the server connection it holds, on its
+    /// way: when that connection ends, so does its session (it does not outlive it).
+    /// Only a mark, set before the server has run the call (the connection's end may
+    /// come before the caller's answer): the session goes on meanwhile, and the mark
+    /// goes if the call fails ([`Slot::unmark`]).
     pub fn mark_terminated(&self) {
         if let Some(c) = &self.client {
-            c.terminated.store(true, Ordering::SeqCst);
+            c.marked.store(true, Ordering::SeqCst);
         }
     }
 
-    /// Whether another client terminated this one.
+    /// The statement that marked it failed: no terminate came of it.
+    pub fn unmark(&self) {
+        if let Some(c) = &self.client {
+            c.marked.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether another client terminated this one (its socket is shut for reading).
     pub fn terminated(&self) -> bool {
         self.client
             .as_ref()
             .is_some_and(|c| c.terminated.load(Ordering::SeqCst))
+    }
+
+    /// Whether its server connection's end, if it comes, ends its session: it was
+    /// terminated, or a terminate is on its way there.
+    pub fn ending(&self) -> bool {
+        self.client
+            .as_ref()
+            .is_some_and(|c| c.terminated.load(Ordering::SeqCst) || c.marked.load(Ordering::SeqCst))
     }
 }
 
@@ -110,6 +131,7 @@ impl Registry {
         let client = virtual_of.map(|info| Signalled {
             info,
             terminated: Default::default(),
+            marked: Default::default(),
         });
         let slot = Arc::new(Slot {
             key: Mutex::new(None),

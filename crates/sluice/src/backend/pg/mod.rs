@@ -382,8 +382,18 @@ impl crate::mux::Splitter for Splitter {
         }
     }
 
-    fn farewell(&self, unit: &[u8]) -> bool {
-        unit.first() == Some(&b'E') && msg::shutting_down(unit.get(5..).unwrap_or_default())
+    fn farewell(&self, unit: &[u8]) -> Option<Error> {
+        let body = unit.get(5..).unwrap_or_default();
+        if unit.first() != Some(&b'E') || !msg::shutting_down(body) {
+            return None;
+        }
+        let code = match msg::error_field(body, b'C') {
+            Some("57P02") => "57P02",
+            Some("57P03") => "57P03",
+            _ => "57P01",
+        };
+        let message = msg::error_field(body, b'M').unwrap_or("the server closed the connection");
+        Some(Error::server_gone(message).with_sqlstate(code))
     }
 
     fn stale(&self, unit: &[u8]) -> bool {

@@ -67,11 +67,6 @@ impl driver::Relay for Relay {
         outcome.error |= done.is_err();
         crate::session::judge::digest_done(&mut self.core, crate::session::judge::SHARED, outcome);
         match done {
-            // Another client's pg_terminate_backend reached the shared connection the
-            // statement ran on (pids.rs): the session ends as the server would have
-            // ended it, with 57P01 (the connection's own farewell is not passed on:
-            // mux/task.rs).
-            Err(_) if self.s.cancel.slot.terminated() => return Err(self.client_closed()),
             Err(e) if crate::session::lost::outlives_shared_loss(self, answer, &e) => {
                 // A shared round always ends with ReadyForQuery.
                 self.client_error(Severity::Error, &e);
@@ -153,7 +148,7 @@ impl driver::Relay for Relay {
     }
 
     fn fail_in_flight(&mut self, e: &Error) -> bool {
-        let terminated = self.s.cancel.slot.terminated();
+        let terminated = self.s.cancel.slot.ending();
         if terminated || self.sscan.in_frame() && !self.s_dropping || self.cscan.in_frame() {
             return false;
         }

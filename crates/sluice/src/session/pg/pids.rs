@@ -20,6 +20,9 @@ pub(super) struct Signals {
     held: Vec<InFlight>,
     /// Clients holding no server connection that a terminate ends, if it succeeds.
     terminate: Vec<Arc<Slot>>,
+    /// Clients marked as being terminated through the server connection they hold:
+    /// unmarked if the statement fails.
+    marked: Vec<Arc<Slot>>,
     /// An error came back meanwhile.
     pub failed: bool,
 }
@@ -76,9 +79,11 @@ impl Relay {
                 if target.get().as_ref() != Some(&key) {
                     continue;
                 }
-                self.rare().signals.get_or_insert_default().held.push(held);
+                let signals = self.rare().signals.get_or_insert_default();
+                signals.held.push(held);
                 if call.terminate {
                     target.mark_terminated();
+                    signals.marked.push(target);
                 }
                 out.splice(call.pid_at.clone(), key.pid.to_string().into_bytes());
                 changed = true;
@@ -153,9 +158,11 @@ impl Relay {
             if target.get().as_ref() != Some(&key) {
                 continue;
             }
-            self.rare().signals.get_or_insert_default().held.push(held);
+            let signals = self.rare().signals.get_or_insert_default();
+            signals.held.push(held);
             if terminate {
                 target.mark_terminated();
+                signals.marked.push(target);
             }
             *v = match (digits, v.len()) {
                 (true, _) => key.pid.to_string().into_bytes(),
@@ -191,7 +198,11 @@ impl Relay {
             return;
         };
         self.settle_rare();
-        if !signals.failed {
+        if signals.failed {
+            for target in &signals.marked {
+                target.unmark();
+            }
+        } else {
             for target in &signals.terminate {
                 target.terminate();
             }

@@ -91,7 +91,7 @@ impl Relay {
                         && h.tag == be::ERROR_RESPONSE
                         && msg::shutting_down(&conn.rbuf[5..h.frame_len])
                         && lost::may_outlive(self.core.mode, &self.core.pool, &self.core.ledger)
-                        && !self.s.cancel.slot.terminated()
+                        && !self.s.cancel.slot.ending()
                     {
                         // The server is going away (a failover, a restart) and the
                         // session outlives it (session/lost.rs): the request in flight
