@@ -8,20 +8,30 @@ use std::hash::{BuildHasher, Hash};
 use std::sync::{Arc, Weak};
 
 pub struct Interner<T: ?Sized> {
-    map: Mutex<HashMap<u64, Vec<Weak<T>>>>,
+    map: Mutex<Table<T>>,
     hasher: std::collections::hash_map::RandomState,
+}
+
+/// The entries by hash, and the size at which dead ones are swept next.
+struct Table<T: ?Sized> {
+    by_hash: HashMap<u64, Vec<Weak<T>>>,
+    sweep_at: usize,
 }
 
 impl<T: ?Sized> Default for Interner<T> {
     fn default() -> Self {
         Interner {
-            map: Mutex::new(HashMap::new()),
+            map: Mutex::new(Table {
+                by_hash: HashMap::new(),
+                sweep_at: SWEEP_AT,
+            }),
             hasher: Default::default(),
         }
     }
 }
 
-/// Sweep dead entries when the table holds this many hashes.
+/// Sweep dead entries when the table holds this many hashes, or twice as many as were
+/// alive at the last sweep (so that many live values do not make every new one sweep).
 const SWEEP_AT: usize = 1024;
 
 impl<T: Hash + Eq> Interner<T> {
@@ -47,8 +57,8 @@ impl<T: Hash + Eq + ?Sized> Interner<T> {
         make: impl FnOnce(V) -> Arc<T>,
     ) -> Arc<T> {
         let h = self.hasher.hash_one(v.borrow());
-        let mut map = self.map.lock();
-        if let Some(found) = map.get(&h).and_then(|bucket| {
+        let mut table = self.map.lock();
+        if let Some(found) = table.by_hash.get(&h).and_then(|bucket| {
             bucket
                 .iter()
                 .filter_map(Weak::upgrade)
@@ -56,14 +66,15 @@ impl<T: Hash + Eq + ?Sized> Interner<T> {
         }) {
             return found;
         }
-        if map.len() >= SWEEP_AT {
-            map.retain(|_, bucket| {
+        if table.by_hash.len() >= table.sweep_at {
+            table.by_hash.retain(|_, bucket| {
                 bucket.retain(|w| w.strong_count() > 0);
                 !bucket.is_empty()
             });
+            table.sweep_at = SWEEP_AT.max(2 * table.by_hash.len());
         }
         let arc = make(v);
-        let bucket = map.entry(h).or_default();
+        let bucket = table.by_hash.entry(h).or_default();
         bucket.retain(|w| w.strong_count() > 0);
         bucket.push(Arc::downgrade(&arc));
         arc
@@ -72,7 +83,7 @@ impl<T: Hash + Eq + ?Sized> Interner<T> {
     /// Hashes held (live or not yet swept).
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.map.lock().len()
+        self.map.lock().by_hash.len()
     }
 }
 
@@ -108,5 +119,22 @@ mod tests {
         assert!(i.len() <= SWEEP_AT + 1, "{}", i.len());
         let kept = i.intern(7usize);
         assert!(Arc::ptr_eq(&kept, &i.intern(7usize)));
+    }
+
+    #[test]
+    fn many_live_values_are_not_swept_at_every_new_one() {
+        let i = Interner::default();
+        let live: Vec<_> = (0..2 * SWEEP_AT).map(|n| i.intern(n)).collect();
+        // The last sweep found them all alive: the next waits for twice as many.
+        assert!(
+            i.map.lock().sweep_at >= 2 * SWEEP_AT,
+            "{}",
+            i.map.lock().sweep_at
+        );
+        drop(live);
+        for n in 0..8 * SWEEP_AT {
+            drop(i.intern(n + 10 * SWEEP_AT));
+        }
+        assert!(i.len() <= 4 * SWEEP_AT + 1, "{}", i.len());
     }
 }
