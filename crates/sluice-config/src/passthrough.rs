@@ -87,8 +87,28 @@ impl Config {
     /// `check-config`: transaction-mode pass-through listeners without `auth_user` over a
     /// cluster of several servers, whose sessions cannot move to another server (after a
     /// failover they keep failing until the client reconnects).
+    /// Session-mode pass-through listeners without `auth_user` whose pool says
+    /// `assign_server = "first_statement"` also get one: Sluice cannot log in for their
+    /// users later, so they get their server connection at login.
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
+        for l in self.listeners.values() {
+            let pool = self.pool_for(l);
+            if l.auth == AuthMethod::Passthrough
+                && l.auth_query.is_none()
+                && pool.mode == PoolMode::Session
+                && !pool.server_at_login()
+            {
+                out.push(format!(
+                    "{}: pass-through users get their server connection at login, whatever \
+                     pool {:?} says (assign_server = \"first_statement\"): Sluice logs in \
+                     with their own credentials, once; set auth_user (or configure [users]) \
+                     to let them wait for their first statement",
+                    crate::errors::label("listeners", Some(&l.name)),
+                    pool.name
+                ));
+            }
+        }
         for l in self.listeners.values() {
             let servers = self.cluster_servers(&l.cluster).len();
             if l.auth != AuthMethod::Passthrough

@@ -63,6 +63,18 @@ string_enum! {
 }
 
 string_enum! {
+    /// When a session-mode client gets the server connection it keeps.
+    AssignServer {
+        /// When it logs in: the process id (PostgreSQL) it is told is its server's,
+        /// and a login that the server would refuse is refused.
+        Login = "login",
+        /// When it sends its first statement (as PgBouncer does): clients that have
+        /// sent nothing hold no server connection.
+        FirstStatement = "first_statement",
+    }
+}
+
+string_enum! {
     /// How a listener authenticates clients.
     AuthMethod {
         /// Relay the auth exchange to the server; users are the server's.
@@ -328,6 +340,9 @@ impl User {
 pub struct Pool {
     pub name: String,
     pub mode: PoolMode,
+    /// Session mode: when a client gets its server connection (transaction mode: at
+    /// each transaction's first statement, whatever this says).
+    pub assign_server: AssignServer,
     /// Max server connections per (user, database).
     pub size: usize,
     /// Idle server connections kept open per (user, database).
@@ -358,11 +373,18 @@ pub struct Pool {
 }
 
 impl Pool {
+    /// Whether a client gets its server connection when it logs in (session mode with
+    /// `assign_server = "login"`, the default), not at its first statement.
+    pub fn server_at_login(&self) -> bool {
+        self.mode == PoolMode::Session && self.assign_server == AssignServer::Login
+    }
+
     /// A pool with every setting at its default.
     pub fn with_defaults(name: &str) -> Pool {
         Pool {
             name: name.to_string(),
             mode: PoolMode::Session,
+            assign_server: AssignServer::Login,
             size: DEFAULT_POOL_SIZE,
             min_idle: 0,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,

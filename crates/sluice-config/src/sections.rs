@@ -70,6 +70,7 @@ pub(crate) const USER_KEYS: &[&str] = &[
 ];
 pub(crate) const POOL_KEYS: &[&str] = &[
     "mode",
+    "assign_server",
     "size",
     "min_idle",
     "connect_timeout",
@@ -462,6 +463,14 @@ fn read_pool(
     r.facts()
         .pool_modes
         .insert(name.to_string(), mode.unwrap_or(d.mode));
+    let assign_server = r.choice("assign_server", AssignServer::ALL);
+    if mode == Some(PoolMode::Transaction) && assign_server == Some(AssignServer::Login) {
+        r.error(
+            "assign_server",
+            "a transaction-mode pool gives a server connection per transaction, not at \
+             login; remove assign_server or use mode = \"session\"",
+        );
+    }
     let size = r.count("size", 1, MAX_COUNT);
     let min_idle = r.count("min_idle", 0, MAX_COUNT);
     if let Some(min_idle) = min_idle {
@@ -491,6 +500,7 @@ fn read_pool(
         Some(Pool {
             name: name.to_string(),
             mode: mode.unwrap_or(d.mode),
+            assign_server: assign_server.unwrap_or(d.assign_server),
             size: size.unwrap_or(d.size),
             min_idle: min_idle.unwrap_or(d.min_idle),
             connect_timeout: connect_timeout.unwrap_or(d.connect_timeout),

@@ -1,7 +1,7 @@
 //! Every kind of error, reported with the right line, and many errors reported together.
 
 use super::{BASE, assert_errors, errs};
-use crate::Secret;
+use crate::{AssignServer, Secret};
 
 #[test]
 fn syntax_error_has_its_line() {
@@ -25,7 +25,7 @@ fn unknown_keys_each_with_line() {
         &[
             (
                 Some(15),
-                r#"unknown key "pool_sise" in [pools.default]; expected one of: mode, size, min_idle,"#,
+                r#"unknown key "pool_sise" in [pools.default]; expected one of: mode, assign_server, size, min_idle,"#,
             ),
             (Some(17), r#"unknown key "maxx" in [pools.default]"#),
             (
@@ -292,6 +292,31 @@ fn pool_consistency() {
     // Against the default size (20).
     let text = format!("{BASE}\n[pools.default]\nmin_idle = 21\n");
     assert_errors(&text, &[(Some(15), "must not exceed size (20), found 21")]);
+    // A server connection at login is session mode's alone.
+    let text =
+        format!("{BASE}\n[pools.default]\nmode = \"transaction\"\nassign_server = \"login\"\n");
+    assert_errors(
+        &text,
+        &[(
+            Some(16),
+            "[pools.default] assign_server: a transaction-mode pool gives a server connection per transaction",
+        )],
+    );
+    let text = format!("{BASE}\n[pools.default]\nassign_server = \"later\"\n");
+    assert_errors(
+        &text,
+        &[(
+            Some(15),
+            "[pools.default] assign_server: invalid value \"later\"; expected one of: \"login\", \"first_statement\"",
+        )],
+    );
+    let text = format!(
+        "{BASE}\n[pools.default]\nmode = \"transaction\"\nassign_server = \"first_statement\"\n"
+    );
+    assert_eq!(
+        super::ok(&text).pools["default"].assign_server,
+        AssignServer::FirstStatement
+    );
 }
 
 #[test]

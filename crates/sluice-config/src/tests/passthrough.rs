@@ -216,3 +216,41 @@ auth_user = "lookup"
     assert!(warnings[0].contains("set auth_user"), "{warnings:?}");
     assert!(!c.listeners["tx"].logs_in_itself());
 }
+
+#[test]
+fn pass_through_users_get_their_server_at_login() {
+    let text = format!(
+        r#"{TWO}
+[pools.lazy]
+assign_server = "first_statement"
+
+[listeners.lazy]
+protocol = "postgres"
+address = "127.0.0.1:7001"
+cluster = "solo"
+pool = "lazy"
+
+[listeners.looked_up]
+protocol = "postgres"
+address = "127.0.0.1:7002"
+cluster = "solo"
+pool = "lazy"
+auth_user = "lookup"
+
+[servers.solo]
+protocol = "postgres"
+host = "127.0.0.3"
+
+[clusters.solo]
+servers = ["solo"]
+"#
+    );
+    let warnings = ok(&text).warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with(
+            "[listeners.lazy]: pass-through users get their server connection at login"
+        ),
+        "{warnings:?}"
+    );
+}

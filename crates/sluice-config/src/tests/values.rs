@@ -88,6 +88,9 @@ shared_connections = 3
 
 [pools.default]
 
+[pools.lazy]
+assign_server = "first_statement"
+
 [listeners.tx]
 protocol = "postgres"
 address = "[::1]:6432"
@@ -163,7 +166,14 @@ auth = "trust"
     assert_eq!(tx.size_for(Some(md5)), 10);
     assert_eq!(tx.size_for(None), 10);
     assert_eq!(config.pools["default"], Pool::with_defaults("default"));
-    assert_eq!(config.pools.len(), 2);
+    assert!(config.pools["default"].server_at_login());
+    assert!(!tx.server_at_login());
+    let lazy = &config.pools["lazy"];
+    assert_eq!(
+        (lazy.mode, lazy.assign_server, lazy.server_at_login()),
+        (PoolMode::Session, AssignServer::FirstStatement, false)
+    );
+    assert_eq!(config.pools.len(), 3);
 
     let l = &config.listeners["tx"];
     assert_eq!(l.address, "[::1]:6432");

@@ -14,8 +14,9 @@ use std::sync::Arc;
 /// holding no server connection may move to another server's pool (`class`: what it is
 /// about to run, asked only where the route splits reads from writes; a read that a
 /// replica would serve once it has replayed the session's last write waits for that up
-/// to `read_your_writes_timeout`, then goes to the primary); in session mode, a session
-/// whose server is no longer its route's (a primary demoted in place) ends.
+/// to `read_your_writes_timeout`, then goes to the primary), as does a session-mode
+/// session before its first statement; in session mode, a session whose server is no
+/// longer its route's (a primary demoted in place) ends.
 /// A request that a rule sends to a cluster the session cannot reach now is refused
 /// with the error returned (`Ok(Some)`); nothing was sent anywhere.
 pub async fn route<R: Relay>(
@@ -26,7 +27,9 @@ pub async fn route<R: Relay>(
     // wait in the client's queue).
     let between = (r.between_requests() || r.odds.deferred.is_some()) && r.muxed.is_none();
     r.classified = false;
-    if r.tx_mode() && r.lease.is_none() && between {
+    // (In session mode a session holds none only before its first statement, with
+    // `assign_server = "first_statement"`: it goes where its route says now.)
+    if r.lease.is_none() && between {
         let cluster = r
             .odds
             .target

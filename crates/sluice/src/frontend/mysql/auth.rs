@@ -18,7 +18,7 @@ use crate::frontend::ListenerCtx;
 use crate::shared::Shared;
 use crate::stream::Stream;
 use bytes::BytesMut;
-use sluice_config::{AuthMethod, Config, PoolMode, Secret, User};
+use sluice_config::{AuthMethod, Config, Secret, User};
 use sluice_wire_mysql::auth as scramble;
 use sluice_wire_mysql::handshake::{AuthSwitchRequest, HandshakeV10};
 use sluice_wire_mysql::{consts, resp};
@@ -122,10 +122,13 @@ pub(super) async fn login(
         scramble: Some(salt),
         routed,
     };
+    // Whether the client keeps a server connection from login (session mode with
+    // `assign_server = "login"`) or gets one at its first statement.
+    let hold = config.pool_for(&ctx.cfg).server_at_login();
     let (mut c, (mut seat, session)) = finish(shared, ctx, c, arrival).await?;
-    // A first server connection proves the server accepts this user and database; in
-    // transaction mode, once the pool has one, logins need none.
-    if seat.mode == PoolMode::Session || seat.pool.counts().0 == 0 {
+    // A first server connection proves the server accepts this user and database; once
+    // the pool has one, logins that do not keep one need none.
+    if hold || seat.pool.counts().0 == 0 {
         match seat.pool.lease().await {
             Ok(l) => seat.lease = Some(l),
             Err(LoginError::Server(err)) => {
@@ -137,9 +140,7 @@ pub(super) async fn login(
                 return None;
             }
         }
-        if seat.mode == PoolMode::Transaction
-            && let Some(l) = seat.lease.take()
-        {
+        if !hold && let Some(l) = seat.lease.take() {
             l.put_back();
         }
         session

@@ -153,6 +153,7 @@ async fn readmit(
         .set_opener(opener(creds, &database, target, caps, charset));
     Ok(Some(NewUser {
         user,
+        hold: plan.config.pool_for(&ctx.cfg).server_at_login(),
         pool: plan.pool,
         mode: plan.mode,
         max_message,

@@ -125,6 +125,11 @@ pub async fn login(
         plan.server_user.clone(),
     );
     let user_cfg = plan.user_cfg(&user);
+    // Whether the client keeps the server connection it logs in with (session mode,
+    // `assign_server = "login"`, or pass-through users, whom Sluice cannot log in for
+    // later); otherwise it gets one at its first statement.
+    let hold = plan.config.pool_for(&ctx.cfg).server_at_login()
+        || (plan.mode == PoolMode::Session && !ctx.cfg.logs_in_itself());
     // Pass-through: the server checks the client, unless the listener has auth_user.
     let lease = if !ctx.cfg.logs_in_itself() {
         if !out.is_empty() {
@@ -184,12 +189,7 @@ pub async fn login(
             c.fatal(&e).await;
             return None;
         }
-        let mut server_params = params.clone();
-        for (k, v) in server_params.iter_mut() {
-            if k == "user" {
-                *v = server_user.clone();
-            }
-        }
+        let server_params = replay::opener_params(&params, &server_user);
         pool.set_opener(Arc::new(Opener {
             target: target.clone(),
             params: server_params,
@@ -197,9 +197,9 @@ pub async fn login(
         }));
         encode::auth_ok(&mut out);
         match pool.welcome() {
-            // In transaction mode a client needs no server connection to log in once
+            // A client that gets its server connection later needs none to log in once
             // the pool knows what a server says at login.
-            Some(welcome) if plan.mode == PoolMode::Transaction => {
+            Some(welcome) if !hold => {
                 for (k, v) in &replay::client_view(&welcome, &params) {
                     encode::parameter_status(&mut out, k, v);
                 }
@@ -232,8 +232,8 @@ pub async fn login(
     });
     // Others may name a client known by a process id of Sluice's (no server has it)
     // in pg_cancel_backend / pg_terminate_backend.
-    let (pid, virtual_pid) = match (plan.mode, &lease) {
-        (PoolMode::Session, Some(l)) => (l.pid, false),
+    let (pid, virtual_pid) = match &lease {
+        Some(l) if hold => (l.pid, false),
         _ => (shared.next_pid(), true),
     };
     let names = crate::session::clients::Names::of(shared, &ctx.cfg.name, &user, &database);
@@ -276,9 +276,7 @@ pub async fn login(
             peer,
         ),
     };
-    if seat.mode == PoolMode::Transaction
-        && let Some(mut l) = seat.lease.take()
-    {
+    if !hold && let Some(mut l) = seat.lease.take() {
         l.stamps.last_used = std::time::Instant::now();
         l.put_back();
     }

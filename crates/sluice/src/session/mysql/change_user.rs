@@ -34,6 +34,9 @@ pub struct NewUser {
     pub user: String,
     pub pool: Arc<Pool<ServerConn>>,
     pub mode: PoolMode,
+    /// The client keeps a server connection from now on (session mode with
+    /// `assign_server = "login"`), not from its next statement.
+    pub hold: bool,
     pub max_message: usize,
     /// The sequence id Sluice's answer takes.
     pub seq: u8,
@@ -95,6 +98,7 @@ impl Relay {
             user,
             pool,
             mode,
+            hold,
             max_message,
             seq,
         } = new;
@@ -102,7 +106,7 @@ impl Relay {
         // database, before the client leaves its old ones.
         let same_pool = Arc::ptr_eq(&pool, &self.core.pool);
         let mut lease = None;
-        if !same_pool && (mode == PoolMode::Session || pool.counts().0 == 0) {
+        if !same_pool && (hold || pool.counts().0 == 0) {
             match pool.lease().await {
                 Ok(l) => lease = Some(Box::new(l)),
                 Err(LoginError::Server(err)) => {
@@ -127,9 +131,7 @@ impl Relay {
                 old.discard();
             }
         }
-        if mode == PoolMode::Transaction
-            && let Some(l) = lease.take()
-        {
+        if !hold && let Some(l) = lease.take() {
             l.put_back();
         }
         self.core.pool = pool;

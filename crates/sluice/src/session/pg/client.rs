@@ -124,7 +124,8 @@ impl Relay {
                         }
                     }
                     let own = ruled.as_deref().unwrap_or(&buf[..h.frame_len]);
-                    let rewritten = if self.tx_mode() && matches!(h.tag, fe::QUERY | fe::PARSE) {
+                    let rewritten = if self.virtual_pid() && matches!(h.tag, fe::QUERY | fe::PARSE)
+                    {
                         self.own_pids(h.tag, own).or(ruled)
                     } else {
                         ruled
@@ -311,6 +312,12 @@ impl Relay {
                 if tag == fe::SYNC {
                     self.batch += 1;
                 }
+                if tag == fe::PARSE
+                    && self.virtual_pid()
+                    && let Some((_, sql, _)) = msg::parse(body)
+                {
+                    self.note_notifier(sql);
+                }
                 self.core.io.to_server.extend_from_slice(frame);
             }
         }
@@ -324,9 +331,11 @@ impl Relay {
         // A simple query destroys the unnamed statement.
         self.unnamed.clear();
         self.unnamed_here = false;
+        if self.virtual_pid() {
+            self.note_notifier(msg::query_text(body).unwrap_or_default());
+        }
         if self.tx_mode() {
             let sql = msg::query_text(body).unwrap_or_default();
-            self.note_notifier(sql);
             let effects = self.core.shared.pg.effects.of(sql);
             let effects: &[Effect] = effects.as_deref().unwrap_or_default();
             // DEALLOCATE of a protocol-level statement: it exists under another name on

@@ -356,6 +356,12 @@ impl Relay {
         self.next_token
     }
 
+    /// Whether the client knows itself by a process id of Sluice's (transaction mode,
+    /// or a server connection given at its first statement), not its server's.
+    fn virtual_pid(&self) -> bool {
+        self.s.cancel.slot.client().is_some()
+    }
+
     /// Points the client's cancel key at the connection it holds (or at nothing).
     fn sync_cancel(&self) {
         self.s

@@ -1,5 +1,7 @@
 //! Process ids as a pooled PostgreSQL client knows them. A client in transaction mode
-//! is told a process id of Sluice's (its BackendKeyData), and its notifications carry
+//! (or in session mode with `assign_server = "first_statement"`, logged in before it
+//! had a server connection) is told a process id of Sluice's (its BackendKeyData), and
+//! its notifications carry
 //! it as their sender; so `pg_backend_pid()` as a select item answers it too (see
 //! `sluice_sql::session_id`), and `pg_cancel_backend(pid)` / `pg_terminate_backend(pid)`
 //! naming such an id reach the server connection that client uses now, which it keeps
@@ -40,8 +42,8 @@ impl Relay {
             }
             _ => return None,
         };
-        let virtual_pid = self.s.cancel.slot.client().is_some();
-        let own = virtual_pid
+        let own = self
+            .virtual_pid()
             .then(|| {
                 let id = self.s.cancel.key.0 as u32;
                 sluice_sql::session_id::rewrite(sql, sluice_sql::Dialect::Postgres, id)
@@ -209,7 +211,7 @@ impl Relay {
         }
     }
 
-    /// Transaction mode: notifications carry the sender pid of the client that last
+    /// A client known by Sluice's process id: notifications carry the sender pid of the client that last
     /// held the connection while sending one (see relay_server::rename_sender).
     pub(super) fn note_notifier(&self, sql: &[u8]) {
         let Some(lease) = self.core.lease.as_ref() else {

@@ -26,6 +26,21 @@ pub fn shaping_params(params: &[(String, String)]) -> Vec<(String, String)> {
     v
 }
 
+/// The startup parameters Sluice's own logins to a server send for a pool: the
+/// client's, as `server_user`, without `application_name`, which names one client
+/// (set per client when it gets a connection; in the startup packet it would be the
+/// default every later client of the connection is reset to, and is told at login).
+pub fn opener_params(params: &[(String, String)], server_user: &str) -> Vec<(String, String)> {
+    params
+        .iter()
+        .filter(|(k, _)| !k.eq_ignore_ascii_case("application_name"))
+        .map(|(k, v)| match k.as_str() {
+            "user" => (k.clone(), server_user.to_owned()),
+            _ => (k.clone(), v.clone()),
+        })
+        .collect()
+}
+
 pub fn quote_literal(v: &str) -> String {
     format!("'{}'", v.replace('\'', "''"))
 }
@@ -133,6 +148,14 @@ mod tests {
         assert_eq!(
             shaping_params(&p),
             vec![("options".to_string(), "-c work_mem=1MB".to_string())]
+        );
+        assert_eq!(
+            opener_params(&p, "server"),
+            vec![
+                ("user".to_string(), "server".to_string()),
+                ("options".into(), "-c work_mem=1MB".into()),
+                ("datestyle".into(), "ISO".into()),
+            ]
         );
         assert_eq!(quote_literal("it's"), "'it''s'");
         assert_eq!(quote_ident("Work"), "\"Work\"");

@@ -6,7 +6,6 @@ use super::{Action, Relay, STREAM_OVER};
 use crate::error::{Error, Kind, Side};
 use crate::session::lost;
 use bytes::Buf;
-use sluice_config::PoolMode;
 use sluice_sql::Effect;
 use sluice_wire_pg::Item;
 use sluice_wire_pg::msg::{self, be};
@@ -17,7 +16,7 @@ fn desync(e: impl std::fmt::Display) -> Error {
     Error::new(Kind::Desync, Side::Server, e.to_string())
 }
 
-/// In transaction mode clients know each other by Sluice's virtual process ids: a
+/// Clients in transaction mode (and lazy session mode) know each other by Sluice's virtual process ids: a
 /// notification's sender becomes the client that last held the sending connection.
 fn rename_sender(shared: &crate::shared::Shared, frame: &mut [u8]) {
     let Some(pid) = frame
@@ -136,7 +135,7 @@ impl Relay {
                     if fwd {
                         let at = self.core.io.to_client.len();
                         self.core.io.to_client.extend_from_slice(frame);
-                        if h.tag == be::NOTIFICATION && self.core.mode == PoolMode::Transaction {
+                        if h.tag == be::NOTIFICATION && self.s.cancel.slot.client().is_some() {
                             rename_sender(&self.core.shared, &mut self.core.io.to_client[at..]);
                         }
                     }

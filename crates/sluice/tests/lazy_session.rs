@@ -1,0 +1,186 @@
+//! Session mode with `assign_server = "first_statement"`, against real servers: a client
+//! logs in holding no server connection (more clients than the pool's size may wait
+//! logged in), gets one at its first statement and keeps it; its startup parameters
+//! reach that connection, and it knows itself by Sluice's process id, which
+//! `pg_backend_pid()` and cancel requests answer to. Both protocols.
+
+mod common;
+use common::*;
+use std::time::Duration;
+
+const LAZY_PG: &str = r#"
+[pools.lazy]
+mode = "session"
+assign_server = "first_statement"
+size = 1
+wait_timeout = "10s"
+
+[listeners.lazy]
+protocol = "postgres"
+address = "127.0.0.1:0"
+cluster = "pg"
+pool = "lazy"
+auth = "scram-sha-256"
+"#;
+
+/// The server connections user `app` has open on `pg`, read on the server itself.
+fn app_backends(pg: &sluice_testkit::PgServer) -> usize {
+    let out = pg
+        .psql(
+            "postgres",
+            "select count(*) from pg_stat_activity where usename = 'app'",
+        )
+        .unwrap();
+    out.trim().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_clients_get_their_server_at_their_first_statement() {
+    let pg = pg();
+    let h = sluice(&config_text(&pg, 1, "5s", LAZY_PG)).await;
+    let a = addr(&h, "lazy");
+    // The first login proves the user on a server connection, which goes back to the
+    // pool: with a pool of one, three clients log in at once.
+    let s = format!(
+        "{} application_name=probe",
+        connstr(a, APP_USER, APP_PW, "app")
+    );
+    let (first, conn) = tokio_postgres::connect(&s, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let second = app(a).await;
+    let mut raw = Raw::login(a, APP_USER, APP_PW, "app").await;
+    assert_eq!(app_backends(&pg), 1);
+
+    // The first statement takes the pool's connection, with the client's startup
+    // parameter on it, and the session keeps it with its state.
+    first.batch_execute("set work_mem = '3MB'").await.unwrap();
+    let an: String = first
+        .query_one("show application_name", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(an, "probe");
+    // The second client's first statement waits for it.
+    let waiting = tokio::spawn(async move {
+        let pid: i32 = second
+            .query_one("select pg_backend_pid()", &[])
+            .await
+            .unwrap()
+            .get(0);
+        let wm: String = second.query_one("show work_mem", &[]).await.unwrap().get(0);
+        let an: String = second
+            .query_one("show application_name", &[])
+            .await
+            .unwrap()
+            .get(0);
+        (pid, wm, an)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished());
+    let wm: String = first.query_one("show work_mem", &[]).await.unwrap().get(0);
+    assert_eq!(wm, "3MB");
+    assert_eq!(app_backends(&pg), 1);
+    drop(first);
+    let (_, wm, an) = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    // The same server connection, reset: none of the first client's state.
+    assert_eq!((wm.as_str(), an.as_str()), ("4MB", ""));
+
+    // Known by Sluice's process id: pg_backend_pid() says what BackendKeyData said,
+    // and a cancel request with that key stops the client's statement.
+    let frames = raw.query("select pg_backend_pid()").await;
+    let row = frames.iter().find(|f| f.0 == b'D').unwrap();
+    let pid: i32 = String::from_utf8_lossy(&row.1[6..]).parse().unwrap();
+    assert_eq!(pid, raw.pid);
+    drop(raw);
+    let c = app(a).await;
+    let token = c.cancel_token();
+    let sleeper = tokio::spawn(async move { c.simple_query("select pg_sleep(30)").await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    token.cancel_query(tokio_postgres::NoTls).await.unwrap();
+    let e = tokio::time::timeout(Duration::from_secs(10), sleeper)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(sqlstate(&e), "57014");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_a_client_that_waits_too_long_for_its_first_statement_is_told_and_goes_on() {
+    let pg = pg();
+    let text = config_text(&pg, 1, "5s", LAZY_PG)
+        .replace("wait_timeout = \"10s\"", "wait_timeout = \"300ms\"");
+    let h = sluice(&text).await;
+    let a = addr(&h, "lazy");
+    let holder = app(a).await;
+    holder.batch_execute("select 1").await.unwrap();
+    let late = app(a).await;
+    let e = late.query_one("select 1", &[]).await.unwrap_err();
+    assert_eq!(sqlstate(&e), "53300", "{e}");
+    drop(holder);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let one: i32 = late.query_one("select 1", &[]).await.unwrap().get(0);
+    assert_eq!(one, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_clients_get_their_server_at_their_first_statement() {
+    use common::my::*;
+    let db = mariadb();
+    let extra = format!(
+        r#"
+[pools.lazy]
+mode = "session"
+assign_server = "first_statement"
+size = 1
+wait_timeout = "10s"
+
+[users.app]
+password = "{APP_PW}"
+
+[listeners.lazy]
+protocol = "mysql"
+address = "127.0.0.1:0"
+cluster = "my"
+pool = "lazy"
+auth = "mysql_native_password"
+"#
+    );
+    let h = sluice(&common::my::config_text(&db, 1, "5s", &extra)).await;
+    let a = addr(&h, "lazy");
+    let backends = || -> usize {
+        let out = db
+            .sql("select count(*) from information_schema.processlist where user = 'app' and command <> 'Killed'")
+            .unwrap();
+        out.trim().parse().unwrap()
+    };
+    // The first client's first statement takes the pool's connection; a second client
+    // logs in all the same (with a server connection at login, it would wait).
+    let mut first = RawMy::login(a, APP_USER, APP_PW).await;
+    assert_eq!(first.query_value("set @x = 5").await, None);
+    let mut second = RawMy::login(a, APP_USER, APP_PW).await;
+    assert_eq!(backends(), 1);
+    let waiting = tokio::spawn(async move {
+        let x = second.query_value("select @x").await;
+        let db = second.query_value("select database()").await;
+        (x, db)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished());
+    assert_eq!(first.query_value("select @x").await.as_deref(), Some("5"));
+    assert_eq!(backends(), 1);
+    drop(first);
+    let (x, db) = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    // The same server connection, reset, in the client's database.
+    assert_eq!(x, None);
+    assert_eq!(db.as_deref(), Some("test"));
+    assert_eq!(backends(), 1);
+}
