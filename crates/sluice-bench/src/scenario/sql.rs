@@ -240,6 +240,11 @@ impl SqlConn {
                         // Stay on TCP to the given address (mysql_async would otherwise
                         // switch to the server's Unix socket for a loopback address).
                         .prefer_socket(false)
+                        // Given, so that connecting reads no server variables: a
+                        // client that runs nothing needs no server connection in a
+                        // proxy's session mode that gives one at the first statement.
+                        .max_allowed_packet(Some(64 << 20))
+                        .wait_timeout(Some(28_800))
                         .tcp_nodelay(true)
                         .ssl_opts(t.tls.then(super::tls::mysql));
                     let conn = mysql_async::Conn::new(opts)
