@@ -227,6 +227,9 @@ pub struct Shape {
     pub key: u128,
     pub kind: Kind,
     pub several: bool,
+    /// The one-pass path made the digest: texts with the same [`values_key`] have the
+    /// same shape.
+    pub plain: bool,
 }
 
 /// The [`Shape`] of `sql`.
@@ -238,7 +241,9 @@ pub fn shape(sql: &[u8], dialect: Dialect) -> Shape {
         let mut out = b.borrow_mut();
         out.clear();
         // Most statements take the one-pass path; the rest the token scanner.
-        let (kind, several) = match crate::quick::digest(sql, dialect, &mut out) {
+        let quick = crate::quick::digest(sql, dialect, &mut out);
+        let plain = quick.is_some();
+        let (kind, several) = match quick {
             Some(found) => found,
             None => {
                 out.clear();
@@ -250,7 +255,12 @@ pub fn shape(sql: &[u8], dialect: Dialect) -> Shape {
             // One huge statement must not keep its buffer.
             *out = Vec::new();
         }
-        Shape { key, kind, several }
+        Shape {
+            key,
+            kind,
+            several,
+            plain,
+        }
     })
 }
 

@@ -21,6 +21,7 @@ pub use effects_my::effects_mysql;
 pub use facts::{Facts, Kind, Shape, facts, shape};
 pub use lex::{Dialect, Token, Tokens};
 pub use prehashed::Prehashed;
+pub use quick::values_key;
 
 /// Cheap pre-check: true when `sql` certainly has no session-state effect, without
 /// tokenizing: a single plain DML/SELECT statement that mentions none of the words the

@@ -113,6 +113,109 @@ pub(crate) fn digest(sql: &[u8], dialect: Dialect, out: &mut Vec<u8>) -> Option<
     Some((kind.unwrap_or(Kind::Other), false))
 }
 
+/// A 128-bit key for `sql` with its numbers and quoted strings left out, cheaper than
+/// its [`shape`](crate::shape) (no tokens, no digest text): statements that differ only in their
+/// values have the same one. Where both have a `plain` shape it is the same shape, so
+/// a cache of plain shapes by this key needs no digest on a hit. None for texts the
+/// one-pass digest might not take. (Hashed apart from shapes' keys: the two may share
+/// a map.)
+pub fn values_key(sql: &[u8], dialect: Dialect) -> Option<u128> {
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    BUF.with(|b| {
+        let mut out = b.borrow_mut();
+        out.clear();
+        let ok = crate::quick::values_masked(sql, dialect, &mut out);
+        let key = ok.then(|| xxhash_rust::xxh3::xxh3_128_with_seed(&out, VALUES_SEED));
+        if out.capacity() > 64 * 1024 {
+            *out = Vec::new();
+        }
+        key
+    })
+}
+
+/// The seed of [`values_key`]'s hash.
+const VALUES_SEED: u64 = 0x7661_6c75_6573;
+
+/// Writes `sql` to `out` (empty) with each value the one-pass path folds (a number, a
+/// quoted string) replaced by `?`, the rest as written; false (`out` then holds part of
+/// it) for any text the one-pass path might not take. Two texts written alike here get
+/// the same digest from [`digest`], whose output depends only on the bytes kept and on
+/// which tokens touch (a replaced value stays one token where it was): a cache keyed by
+/// this text skips the digest for statements that differ only in their values. The
+/// caller caches only texts [`digest`] took; the checks here make sure that every text
+/// written alike is one it takes too (a `$` anywhere, and an `e'...'` string, it refuses
+/// for reasons a replaced value could hide).
+/// The bytes [`values_masked`] looks at: digits and quotes.
+const STOPS: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        t[c] = b.is_ascii_digit() || b == b'\'' || b == b'"' || b == b'`';
+        c += 1;
+    }
+    t
+};
+
+pub(crate) fn values_masked(sql: &[u8], dialect: Dialect, out: &mut Vec<u8>) -> bool {
+    if memchr::memchr(b'$', sql).is_some() {
+        return false;
+    }
+    let my = dialect == Dialect::MySql;
+    let mut i = 0;
+    let mut kept = 0;
+    loop {
+        // To the next digit or quote: most bytes are neither.
+        i += sql[i..]
+            .iter()
+            .position(|&c| STOPS[usize::from(c)])
+            .unwrap_or(sql.len() - i);
+        let Some(&c) = sql.get(i) else {
+            break;
+        };
+        let end = match c {
+            // A digit that does not continue a word starts a number.
+            b'0'..=b'9' if i == 0 || class(sql[i - 1]) & WORD == 0 => {
+                let mut j = i + 1;
+                while j < sql.len() && (sql[j].is_ascii_alphanumeric() || sql[j] == b'.') {
+                    j += 1;
+                }
+                j
+            }
+            b'\'' | b'"' if c == b'\'' || my => {
+                if i > 0 && sql[i - 1] | 0x20 == b'e' {
+                    return false;
+                }
+                match quoted_end(sql, i, c, my) {
+                    Some(j) => j,
+                    None => return false,
+                }
+            }
+            b'`' if my => match quoted_end(sql, i, c, false) {
+                // A quoted name is kept as written.
+                Some(j) => {
+                    i = j;
+                    continue;
+                }
+                None => return false,
+            },
+            b'"' => return false,
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        out.extend_from_slice(&sql[kept..i]);
+        out.push(b'?');
+        i = end;
+        kept = end;
+    }
+    out.extend_from_slice(&sql[kept..]);
+    true
+}
+
 #[cfg(test)]
 #[path = "quick_tests.rs"]
 mod tests;

@@ -1,9 +1,11 @@
 //! What the rules need of a statement: its facts (kind, digest, tables) and which
 //! rules' statement fields it meets, cached by digest id. Statements that differ only
-//! in their literals share one entry: a statement costs one pass of the scanner
-//! (`sluice_sql::shape`, which builds its digest in a reused buffer and allocates
-//! nothing) and a lookup; the full facts and the regexes on the digest text run once per
-//! digest id. Patterns on the text itself run per statement, where rules have any.
+//! in their literals share one entry: a statement costs one pass over its bytes that
+//! leaves its values out (`sluice_sql::values_key`) and a lookup, or, the first time
+//! its text is seen with any values, one pass of the scanner (`sluice_sql::shape`,
+//! which builds its digest in a reused buffer and allocates nothing) and a lookup; the
+//! full facts and the regexes on the digest text run once per digest id. Patterns on
+//! the text itself run per statement, where rules have any.
 
 use super::{Bits, RuleSet};
 use parking_lot::Mutex;
@@ -43,30 +45,51 @@ impl StatementCache {
         }
     }
 
+    fn cached(&self, key: u128) -> Option<Arc<Statement>> {
+        self.shards[(key as usize) % SHARDS]
+            .lock()
+            .get(&key)
+            .cloned()
+    }
+
+    fn keep(&self, key: u128, stmt: &Arc<Statement>) {
+        let mut map = self.shards[(key as usize) % SHARDS].lock();
+        if map.len() >= PER_SHARD {
+            map.clear();
+        }
+        map.insert(key, stmt.clone());
+    }
+
     pub fn dialect(&self) -> Dialect {
         self.dialect
     }
 
     /// The statement `text`, as `rules` see it when `who` runs it.
     pub fn get(&self, rules: &RuleSet, text: &[u8], who: &super::Who) -> Arc<Statement> {
-        let shape = sluice_sql::shape(text, self.dialect);
-        let shard = &self.shards[(shape.key as usize) % SHARDS];
-        let cached = shard.lock().get(&shape.key).cloned();
-        let stmt = match cached {
+        // First by the text with its values left out (a pass over the bytes, no
+        // digest): a statement seen before with other values is found at once.
+        let values = sluice_sql::values_key(text, self.dialect);
+        let stmt = match values.and_then(|k| self.cached(k)) {
             Some(s) => s,
             None => {
-                let facts = Arc::new(sluice_sql::facts(text, self.dialect));
-                let matches = rules.statement_matches(&facts);
-                let stmt = Arc::new(Statement {
-                    facts,
-                    matches,
-                    unmatched_text: std::sync::OnceLock::new(),
-                });
-                let mut map = shard.lock();
-                if map.len() >= PER_SHARD {
-                    map.clear();
+                let shape = sluice_sql::shape(text, self.dialect);
+                let stmt = match self.cached(shape.key) {
+                    Some(s) => s,
+                    None => {
+                        let facts = Arc::new(sluice_sql::facts(text, self.dialect));
+                        let matches = rules.statement_matches(&facts);
+                        let stmt = Arc::new(Statement {
+                            facts,
+                            matches,
+                            unmatched_text: std::sync::OnceLock::new(),
+                        });
+                        self.keep(shape.key, &stmt);
+                        stmt
+                    }
+                };
+                if let Some(k) = values.filter(|_| shape.plain) {
+                    self.keep(k, &stmt);
                 }
-                map.insert(shape.key, stmt.clone());
                 stmt
             }
         };
