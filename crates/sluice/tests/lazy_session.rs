@@ -111,6 +111,61 @@ async fn pg_clients_get_their_server_at_their_first_statement() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_clients_signal_and_notify_each_other_by_sluices_process_ids() {
+    let pg = pg();
+    let text = config_text(&pg, 1, "5s", LAZY_PG).replace("size = 1\nwait", "size = 4\nwait");
+    let h = sluice(&text).await;
+    let a = addr(&h, "lazy");
+    let victim = app(a).await;
+    let pid: i32 = victim
+        .query_one("select pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let token = tokio::spawn(async move { victim.simple_query("select pg_sleep(30)").await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The process id as a parameter of a prepared statement (the relay keeps no
+    // statement texts in session mode, but remembers this one).
+    let other = app(a).await;
+    let cancelled: bool = other
+        .query_one("select pg_cancel_backend($1)", &[&pid])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(cancelled);
+    let e = tokio::time::timeout(Duration::from_secs(10), token)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(sqlstate(&e), "57014");
+
+    // A notification sent by a function (no NOTIFY in the client's text) carries
+    // the sender's process id as the sender knows it.
+    app(a)
+        .await
+        .batch_execute(
+            "create function ping() returns void language sql as \
+             $$ select pg_notify('chan', 'x') $$",
+        )
+        .await
+        .unwrap();
+    let (listener, mut rx) = listening_client(a).await;
+    listener.batch_execute("listen chan").await.unwrap();
+    let sender: i32 = other
+        .query_one("select pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    other.batch_execute("select ping()").await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, sender);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_a_client_that_waits_too_long_for_its_first_statement_is_told_and_goes_on() {
     let pg = pg();
     let text = config_text(&pg, 1, "5s", LAZY_PG)

@@ -30,6 +30,11 @@ pub async fn route<R: Relay>(
     // (In session mode a session holds none only before its first statement, with
     // `assign_server = "first_statement"`: it goes where its route says now.)
     if r.lease.is_none() && between {
+        if !r.tx_mode() {
+            // A rule's destination moves transactions; the session's one connection
+            // comes from its route (as it would have at login).
+            r.odds.take_target();
+        }
         let cluster = r
             .odds
             .target
@@ -138,8 +143,8 @@ fn reroute_now<R: Relay>(r: &mut R) -> Result<Option<super::reroute::CatchUp>, S
 }
 
 /// Takes a server connection from the session's pool. When its server cannot be
-/// reached (nothing of the request was sent anywhere), a transaction-mode session that
-/// can open connections elsewhere asks its route again: a route that reads from
+/// reached (nothing of the request was sent anywhere), a session that can open
+/// connections elsewhere asks its route again: a route that reads from
 /// replicas at once, avoiding that server; any route as the topology changes (the
 /// server marked down, a replica promoted), up to the pool's `wait_timeout`, so that a
 /// client waits out a failover instead of failing until the checker has caught up.
@@ -147,7 +152,9 @@ pub async fn lease<R: Relay>(r: &mut R) -> Result<Lease<R::Conn>, LoginError> {
     let pool = r.pool.clone();
     let first = pool.lease().await;
     let unreachable = matches!(&first, Err(LoginError::Proxy(e)) if lost::gone_server(e));
-    if !unreachable || !r.tx_mode() || pool.opener().is_none() {
+    // (A session-mode session asks for one only at its first statement, with no state
+    // on any server yet: it may wait as well.)
+    if !unreachable || pool.opener().is_none() {
         return first;
     }
     let server = pool.key.server.clone();

@@ -75,6 +75,7 @@ pub fn table(shared: &Shared) -> Table {
     for p in c.pools.values() {
         let section = format!("pools.{}", p.name);
         put(&section, "mode", p.mode.as_str().into());
+        put(&section, "assign_server", p.assign_server.as_str().into());
         put(&section, "size", p.size.to_string());
         put(&section, "wait_timeout", format!("{:?}", p.wait_timeout));
     }

@@ -435,11 +435,11 @@ impl Relay {
                     self.sync_kill();
                 }
                 Err(crate::backend::LoginError::Proxy(e)) => {
-                    // Nothing reached a server. In transaction mode the session goes on
-                    // (its state is Sluice's), and its next transaction is routed
-                    // again: a server it cannot reach is "can't connect" (2003), not a
-                    // lost connection.
-                    let unreachable = tx && matches!(e.kind, Kind::ServerGone | Kind::Io);
+                    // Nothing reached a server. The session goes on (in transaction
+                    // mode its state is Sluice's; in session mode this is its first
+                    // statement), and its next one is routed again: a server it cannot
+                    // reach is "can't connect" (2003), not a lost connection.
+                    let unreachable = matches!(e.kind, Kind::ServerGone | Kind::Io);
                     let e = if unreachable {
                         e.with_sqlstate("08001")
                     } else {

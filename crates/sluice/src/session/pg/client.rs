@@ -188,6 +188,10 @@ impl Relay {
         tracing::trace!(client = self.s.cancel.key.0, server = lease.pid, "lease");
         self.core.lease = Some(Box::new(lease));
         self.sync_cancel();
+        if !self.tx_mode() && self.virtual_pid() {
+            // A session-mode client keeps this connection: all it sends is the client's.
+            self.name_sender();
+        }
         Ok(())
     }
 
@@ -312,12 +316,18 @@ impl Relay {
                 if tag == fe::SYNC {
                     self.batch += 1;
                 }
+                // A session-mode client known by Sluice's process id (see pids.rs).
                 if tag == fe::PARSE
                     && self.virtual_pid()
-                    && let Some((_, sql, _)) = msg::parse(body)
+                    && let Some((name, sql, _)) = msg::parse(body)
                 {
                     self.note_notifier(sql);
+                    self.note_signal_text(name, sql);
                 }
+                let mapped = (tag == fe::BIND && self.rare.is_some())
+                    .then(|| self.session_bind(body))
+                    .flatten();
+                let frame = mapped.as_deref().unwrap_or(frame);
                 self.core.io.to_server.extend_from_slice(frame);
             }
         }

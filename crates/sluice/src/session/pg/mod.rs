@@ -70,6 +70,7 @@ impl Relay {
                 && r.unnamed_effects.is_none()
                 && r.portal_effects.is_none()
                 && r.aborted.is_none()
+                && r.signal_texts.is_empty()
         }) {
             self.rare = None;
         }
@@ -307,6 +308,9 @@ struct Rare {
     /// The client's transaction was lost with its server connection: Sluice answers
     /// for it as for a failed transaction until the client ends it (aborted.rs).
     aborted: Option<Box<self::aborted::Aborted>>,
+    /// Session mode, a client known by Sluice's process id: the texts of its prepared
+    /// statements that signal other clients by a parameter, by name (see pids.rs).
+    signal_texts: Vec<(bytes::Bytes, bytes::Bytes)>,
 }
 
 driver::relay_core!(Relay, ServerConn);

@@ -10,7 +10,7 @@
 
 use super::Relay;
 use crate::{cancel::InFlight, session::cancel::Slot};
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use sluice_wire_pg::encode;
 use sluice_wire_pg::msg::{self, fe};
 use std::sync::Arc;
@@ -211,15 +211,51 @@ impl Relay {
         }
     }
 
+    /// Session mode, a client known by Sluice's process id: remembers the text of a
+    /// statement prepared as `name` that signals other clients by a parameter, for its
+    /// Binds (the relay keeps no statement texts in session mode).
+    pub(super) fn note_signal_text(&mut self, name: &[u8], sql: &[u8]) {
+        let mentioned = sluice_sql::signal::mentioned(sql);
+        if !mentioned && self.rare.as_ref().is_none_or(|r| r.signal_texts.is_empty()) {
+            return;
+        }
+        let texts = &mut self.rare().signal_texts;
+        texts.retain(|(n, _)| n[..] != *name);
+        if mentioned {
+            if texts.len() >= 64 {
+                texts.remove(0);
+            }
+            texts.push((Bytes::copy_from_slice(name), Bytes::copy_from_slice(sql)));
+        }
+    }
+
+    /// Session mode: the Bind message (`body`) with the process ids of other clients
+    /// among its parameters put where the server needs them, when its statement is one
+    /// [`Self::note_signal_text`] remembered; None when nothing changes.
+    pub(super) fn session_bind(&mut self, body: &[u8]) -> Option<BytesMut> {
+        let texts = &self.rare.as_ref()?.signal_texts;
+        let (portal, name, rest) = msg::bind(body)?;
+        let query = texts.iter().find(|(n, _)| n[..] == *name)?.1.clone();
+        let mapped = self.signal_params(&query, rest)?;
+        let mut out = BytesMut::new();
+        encode::bind(&mut out, portal, name, &mapped);
+        Some(out)
+    }
+
     /// A client known by Sluice's process id: notifications carry the sender pid of the client that last
     /// held the connection while sending one (see relay_server::rename_sender).
     pub(super) fn note_notifier(&self, sql: &[u8]) {
+        if sql.windows(6).any(|w| w.eq_ignore_ascii_case(b"notify")) {
+            self.name_sender();
+        }
+    }
+
+    /// Notifications the client's server connection sends (a NOTIFY of its own, or
+    /// one a trigger or function runs) carry the client's process id.
+    pub(super) fn name_sender(&self) {
         let Some(lease) = self.core.lease.as_ref() else {
             return;
         };
-        if !sql.windows(6).any(|w| w.eq_ignore_ascii_case(b"notify")) {
-            return;
-        }
         let mut holders = self.core.shared.holders.lock();
         if holders.len() > 65_536 {
             holders.clear();
