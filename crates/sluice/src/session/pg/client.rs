@@ -316,17 +316,7 @@ impl Relay {
                 if tag == fe::SYNC {
                     self.batch += 1;
                 }
-                // A session-mode client known by Sluice's process id (see pids.rs).
-                if tag == fe::PARSE
-                    && self.virtual_pid()
-                    && let Some((name, sql, _)) = msg::parse(body)
-                {
-                    self.note_notifier(sql);
-                    self.note_signal_text(name, sql);
-                }
-                let mapped = (tag == fe::BIND && self.rare.is_some())
-                    .then(|| self.session_bind(body))
-                    .flatten();
+                let mapped = self.session_pids(tag, body);
                 let frame = mapped.as_deref().unwrap_or(frame);
                 self.core.io.to_server.extend_from_slice(frame);
             }

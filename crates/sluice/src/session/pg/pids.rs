@@ -211,10 +211,26 @@ impl Relay {
         }
     }
 
+    /// Session mode (where the relay passes Parse and Bind on as they are), a client
+    /// known by Sluice's process id: notes what its Parse means for process ids, and
+    /// gives its Bind with other clients' process ids mapped (None: unchanged).
+    pub(super) fn session_pids(&mut self, tag: u8, body: &[u8]) -> Option<BytesMut> {
+        match tag {
+            fe::PARSE if self.virtual_pid() => {
+                let (name, sql, _) = msg::parse(body)?;
+                self.note_notifier(sql);
+                self.note_signal_text(name, sql);
+                None
+            }
+            fe::BIND if self.rare.is_some() => self.session_bind(body),
+            _ => None,
+        }
+    }
+
     /// Session mode, a client known by Sluice's process id: remembers the text of a
     /// statement prepared as `name` that signals other clients by a parameter, for its
     /// Binds (the relay keeps no statement texts in session mode).
-    pub(super) fn note_signal_text(&mut self, name: &[u8], sql: &[u8]) {
+    fn note_signal_text(&mut self, name: &[u8], sql: &[u8]) {
         let mentioned = sluice_sql::signal::mentioned(sql);
         if !mentioned && self.rare.as_ref().is_none_or(|r| r.signal_texts.is_empty()) {
             return;
@@ -232,8 +248,11 @@ impl Relay {
     /// Session mode: the Bind message (`body`) with the process ids of other clients
     /// among its parameters put where the server needs them, when its statement is one
     /// [`Self::note_signal_text`] remembered; None when nothing changes.
-    pub(super) fn session_bind(&mut self, body: &[u8]) -> Option<BytesMut> {
+    fn session_bind(&mut self, body: &[u8]) -> Option<BytesMut> {
         let texts = &self.rare.as_ref()?.signal_texts;
+        if texts.is_empty() {
+            return None;
+        }
         let (portal, name, rest) = msg::bind(body)?;
         let query = texts.iter().find(|(n, _)| n[..] == *name)?.1.clone();
         let mapped = self.signal_params(&query, rest)?;
