@@ -23,17 +23,6 @@ pool = "lazy"
 auth = "scram-sha-256"
 "#;
 
-/// The server connections user `app` has open on `pg`, read on the server itself.
-fn app_backends(pg: &sluice_testkit::PgServer) -> usize {
-    let out = pg
-        .psql(
-            "postgres",
-            "select count(*) from pg_stat_activity where usename = 'app'",
-        )
-        .unwrap();
-    out.trim().parse().unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_clients_get_their_server_at_their_first_statement() {
     let pg = pg();

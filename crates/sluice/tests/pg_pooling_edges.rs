@@ -290,13 +290,7 @@ async fn a_connection_the_server_closed_is_not_handed_out() {
     )
     .unwrap();
     for _ in 0..100 {
-        let n = pg
-            .psql(
-                "postgres",
-                "select count(*) from pg_stat_activity where usename = 'app'",
-            )
-            .unwrap();
-        if n.trim() == "0" {
+        if app_backends(&pg) == 0 {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;

@@ -167,14 +167,6 @@ async fn pgbench_in_transaction_mode() {
             }
         }
     }
-    let conns: usize = pg
-        .psql(
-            "postgres",
-            "select count(*) from pg_stat_activity where usename = 'app'",
-        )
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let conns = app_backends(&pg);
     assert!(conns <= 6, "two pools of at most 3: {conns}");
 }

@@ -6,16 +6,6 @@ use common::*;
 use sluice::session::PinReason;
 use std::time::Duration;
 
-fn server_conns(pg: &sluice_testkit::PgServer) -> usize {
-    let out = pg
-        .psql(
-            "postgres",
-            "select count(*) from pg_stat_activity where usename = 'app'",
-        )
-        .unwrap();
-    out.trim().parse().unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_clients_share_a_small_pool_with_prepared_statements() {
     let pg = pg();
@@ -59,7 +49,7 @@ async fn many_clients_share_a_small_pool_with_prepared_statements() {
         t.await.unwrap();
     }
     assert!(
-        server_conns(&pg) <= 2,
+        app_backends(&pg) <= 2,
         "never more server connections than the pool size"
     );
 }
@@ -274,7 +264,7 @@ async fn passthrough_transaction_mode_works() {
             assert_eq!(v, round + 1);
         }
     }
-    assert!(server_conns(&pg) <= 3);
+    assert!(app_backends(&pg) <= 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -88,6 +88,17 @@ auth = "scram-sha-256"
     )
 }
 
+/// The server connections user `app` has open on `pg`, read on the server itself.
+pub fn app_backends(pg: &PgServer) -> usize {
+    let out = pg
+        .psql(
+            "postgres",
+            "select count(*) from pg_stat_activity where usename = 'app'",
+        )
+        .expect("count the server's connections");
+    out.trim().parse().expect("a count")
+}
+
 pub async fn sluice(text: &str) -> sluice::server::Handle {
     if let Ok(f) = std::env::var("SLUICE_LOG") {
         let _ = tracing_subscriber::fmt()
