@@ -223,7 +223,7 @@ enum At {
 pub struct Shape {
     /// A 128-bit hash of the digest text, for caches that must not confuse two shapes
     /// (of its bytes as written: where the statement is not valid UTF-8, two keys may
-    /// share one digest text, never one key two).
+    /// share one digest text, never one key two), seeded anew in every process.
     pub key: u128,
     pub kind: Kind,
     pub several: bool,
@@ -250,7 +250,7 @@ pub fn shape(sql: &[u8], dialect: Dialect) -> Shape {
                 scan(sql, dialect, &mut out, None)
             }
         };
-        let key = xxhash_rust::xxh3::xxh3_128(&out);
+        let key = xxhash_rust::xxh3::xxh3_128_with_seed(&out, crate::quick::key_seed());
         if out.capacity() > 64 * 1024 {
             // One huge statement must not keep its buffer.
             *out = Vec::new();

@@ -127,7 +127,7 @@ pub fn values_key(sql: &[u8], dialect: Dialect) -> Option<u128> {
         let mut out = b.borrow_mut();
         out.clear();
         let ok = crate::quick::values_masked(sql, dialect, &mut out);
-        let key = ok.then(|| xxhash_rust::xxh3::xxh3_128_with_seed(&out, VALUES_SEED));
+        let key = ok.then(|| xxhash_rust::xxh3::xxh3_128_with_seed(&out, key_seed() ^ VALUES));
         if out.capacity() > 64 * 1024 {
             *out = Vec::new();
         }
@@ -135,8 +135,21 @@ pub fn values_key(sql: &[u8], dialect: Dialect) -> Option<u128> {
     })
 }
 
-/// The seed of [`values_key`]'s hash.
-const VALUES_SEED: u64 = 0x7661_6c75_6573;
+/// What sets [`values_key`]'s hashes apart from shapes' keys.
+const VALUES: u64 = 0x7661_6c75_6573;
+
+/// The seed of the cache keys' hashes ([`values_key`], [`crate::Shape::key`]), drawn
+/// once per process: xxh3 is not made to resist texts crafted to share another's key,
+/// and with a seed no one knows such a text cannot be made ahead of time.
+pub(crate) fn key_seed() -> u64 {
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SEED.get_or_init(|| {
+        use std::hash::{BuildHasher, Hasher};
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    })
+}
 
 /// Writes `sql` to `out` (empty) with each value the one-pass path folds (a number, a
 /// quoted string) replaced by `?`, the rest as written; false (`out` then holds part of
