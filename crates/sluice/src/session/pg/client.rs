@@ -331,11 +331,9 @@ impl Relay {
         // A simple query destroys the unnamed statement.
         self.unnamed.clear();
         self.unnamed_here = false;
-        if self.virtual_pid() {
-            self.note_notifier(msg::query_text(body).unwrap_or_default());
-        }
         if self.tx_mode() {
             let sql = msg::query_text(body).unwrap_or_default();
+            self.note_notifier(sql);
             let effects = self.core.shared.pg.effects.of(sql);
             let effects: &[Effect] = effects.as_deref().unwrap_or_default();
             // DEALLOCATE of a protocol-level statement: it exists under another name on

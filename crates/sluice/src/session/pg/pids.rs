@@ -217,8 +217,8 @@ impl Relay {
     pub(super) fn session_pids(&mut self, tag: u8, body: &[u8]) -> Option<BytesMut> {
         match tag {
             fe::PARSE if self.virtual_pid() => {
+                // (Its notifications are named at acquire: the connection is its own.)
                 let (name, sql, _) = msg::parse(body)?;
-                self.note_notifier(sql);
                 self.note_signal_text(name, sql);
                 None
             }
