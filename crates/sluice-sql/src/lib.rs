@@ -13,6 +13,7 @@ mod lex;
 mod prehashed;
 mod quick;
 pub mod session_id;
+mod settings_read;
 pub mod signal;
 
 pub use class::{Class, classify};
@@ -22,6 +23,7 @@ pub use facts::{Facts, Kind, Shape, facts, shape};
 pub use lex::{Dialect, Token, Tokens};
 pub use prehashed::Prehashed;
 pub use quick::values_key;
+pub use settings_read::reads_only_settings;
 
 /// Cheap pre-check: true when `sql` certainly has no session-state effect, without
 /// tokenizing: a single plain DML/SELECT statement that mentions none of the words the

@@ -176,33 +176,9 @@ async fn pg_a_client_that_waits_too_long_for_its_first_statement_is_told_and_goe
 async fn mysql_clients_get_their_server_at_their_first_statement() {
     use common::my::*;
     let db = mariadb();
-    let extra = format!(
-        r#"
-[pools.lazy]
-mode = "session"
-assign_server = "first_statement"
-size = 1
-wait_timeout = "10s"
-
-[users.app]
-password = "{APP_PW}"
-
-[listeners.lazy]
-protocol = "mysql"
-address = "127.0.0.1:0"
-cluster = "my"
-pool = "lazy"
-auth = "mysql_native_password"
-"#
-    );
-    let h = sluice(&common::my::config_text(&db, 1, "5s", &extra)).await;
+    let h = sluice(&common::my::config_text(&db, 1, "5s", &lazy_my())).await;
     let a = addr(&h, "lazy");
-    let backends = || -> usize {
-        let out = db
-            .sql("select count(*) from information_schema.processlist where user = 'app' and command <> 'Killed'")
-            .unwrap();
-        out.trim().parse().unwrap()
-    };
+    let backends = || app_backends_my(&db);
     // The first client's first statement takes the pool's connection; a second client
     // logs in all the same (with a server connection at login, it would wait).
     let mut first = RawMy::login(a, APP_USER, APP_PW).await;
@@ -227,4 +203,76 @@ auth = "mysql_native_password"
     assert_eq!(x, None);
     assert_eq!(db.as_deref(), Some("test"));
     assert_eq!(backends(), 1);
+}
+
+/// A session-mode MySQL listener `lazy` whose clients get their server connection at
+/// their first statement, over a pool of one.
+fn lazy_my() -> String {
+    format!(
+        r#"
+[pools.lazy]
+mode = "session"
+assign_server = "first_statement"
+size = 1
+wait_timeout = "10s"
+
+[users.app]
+password = "{APP_PW}"
+
+[listeners.lazy]
+protocol = "mysql"
+address = "127.0.0.1:0"
+cluster = "my"
+pool = "lazy"
+auth = "mysql_native_password"
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_drivers_log_in_and_read_their_settings_without_a_server_connection() {
+    use common::my::*;
+    use mysql_async::prelude::Queryable;
+    let db = mariadb();
+    let h = sluice(&common::my::config_text(&db, 1, "5s", &lazy_my())).await;
+    let a = addr(&h, "lazy");
+    // mysql_async reads @@max_allowed_packet and @@wait_timeout as it connects: the first
+    // driver's read takes a server connection (its first statement), and the session
+    // keeps it.
+    let mut first = connect(a).await;
+    assert_eq!(app_backends_my(&db), 1);
+    // The next drivers' reads are answered with the answer it got: they log in holding
+    // no server connection.
+    let (mut second, third) = tokio::time::timeout(Duration::from_secs(5), async {
+        (connect(a).await, connect(a).await)
+    })
+    .await
+    .expect("drivers log in without a server connection");
+    assert_eq!(app_backends_my(&db), 1);
+    let read = "SELECT @@max_allowed_packet,@@wait_timeout";
+    let theirs: Option<(u64, u64)> = second.query_first(read).await.unwrap();
+    let servers: Option<(u64, u64)> = first.query_first(read).await.unwrap();
+    assert!(servers.is_some());
+    assert_eq!(theirs, servers);
+    assert_eq!(app_backends_my(&db), 1);
+
+    // The mariadb client's read as it starts (a client whose capabilities differ, so
+    // another pool): the first asks a server, the next is answered alike without one.
+    let mut raw = RawMy::login(a, APP_USER, APP_PW).await;
+    let greeting = "select @@version_comment limit 1";
+    let comment = raw.query_value(greeting).await;
+    assert!(comment.is_some());
+    assert_eq!(app_backends_my(&db), 2);
+    let mut raw2 = RawMy::login(a, APP_USER, APP_PW).await;
+    assert_eq!(raw2.query_value(greeting).await, comment);
+
+    // Anything else is the session's first statement, which waits for a connection.
+    let waiting = tokio::spawn(async move {
+        let mut third = third;
+        let _ = third.query_drop("select @@version_comment, now()").await;
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished());
+    assert_eq!(app_backends_my(&db), 2);
+    waiting.abort();
 }

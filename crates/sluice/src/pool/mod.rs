@@ -9,6 +9,7 @@
 //! served (`wait.rs`): a connection given back goes straight to the longest waiter, and
 //! nobody arriving later takes it first.
 
+pub mod answers;
 pub mod budget;
 #[cfg(test)]
 mod tests;
@@ -194,6 +195,8 @@ pub struct Pool<C: PoolConn> {
     any_stale: std::sync::atomic::AtomicBool,
     /// The parameters a server reports at login (ParameterStatus), as first seen.
     welcome: Mutex<Option<C::Welcome>>,
+    /// Recent answers to statements that only read server settings (answers.rs).
+    pub answers: answers::Answers,
 }
 
 /// Counts one connection of a pool for as long as it lives, whatever happens to the
@@ -302,6 +305,7 @@ impl<C: PoolConn> Pool<C> {
             stale_statements: Mutex::new(Default::default()),
             any_stale: Default::default(),
             welcome: Mutex::new(None),
+            answers: Default::default(),
         })
     }
 

@@ -475,3 +475,11 @@ pub async fn until_on(c: &mut mysql_async::Conn, port: u16, secs: u64) {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// The server connections of the test's application user (`app`) a MariaDB server has.
+pub fn app_backends_my(db: &MariaDbServer) -> usize {
+    let out = db
+        .sql("select count(*) from information_schema.processlist where user = 'app' and command <> 'Killed'")
+        .expect("count the server's connections");
+    out.trim().parse().expect("a count")
+}

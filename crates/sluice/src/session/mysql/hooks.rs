@@ -127,6 +127,9 @@ impl driver::Relay for Relay {
         self.blocked = false;
         self.wait_rest = false;
         self.take_preparing();
+        if let Some(r) = self.rare.as_mut() {
+            r.capture = None;
+        }
     }
 
     fn server_may_close(&self) -> bool {

@@ -15,6 +15,7 @@ mod muxed;
 mod rare;
 mod route;
 mod rules;
+mod settings;
 mod state;
 mod stmts;
 
@@ -368,6 +369,15 @@ impl Relay {
                 }
             }
         }
+        // A read of settings a driver sends as it connects (settings.rs).
+        let mut keep = false;
+        if cmd == consts::COM_QUERY && self.core.lease.is_none() {
+            match self.answer_settings_read(len) {
+                Some(true) => return Ok(Cmd::Consumed),
+                Some(false) => keep = true,
+                None => {}
+            }
+        }
         if let Some(e) = crate::session::driver::route(self, |r| r.class_of(cmd, len)).await? {
             // A rule sends it to a cluster the session cannot reach now.
             queue_error(&mut self.core.io.to_client, answer_seq, &e);
@@ -501,6 +511,9 @@ impl Relay {
             self.relay_change_user(len);
         }
         if self.tracker.expect(cmd) {
+            if keep && self.origins.is_empty() {
+                self.keep_answer(len);
+            }
             self.origins.push_back(Origin::Client { cmd, effects });
             crate::session::judge::digest_sent(&mut self.core, 0);
         }
@@ -583,6 +596,9 @@ impl Relay {
             let first = std::mem::replace(&mut self.s_first, done.is_some());
             if self.s_forward {
                 self.core.io.to_client.extend_from_slice(&rbuf[..4 + len]);
+                if let Some(r) = self.rare.as_deref_mut() {
+                    r.capture_packet(&rbuf[..4 + len]);
+                }
             } else if done == Some(false)
                 && matches!(self.origins.front(), Some(Origin::InjectedPrepare { .. }))
             {
@@ -637,6 +653,9 @@ impl Relay {
                             error: !ok,
                         };
                         crate::session::judge::digest_done(&mut self.core, 0, outcome);
+                    }
+                    if self.rare.is_some() {
+                        self.captured(cmd, ok);
                     }
                     let head = head.to_vec();
                     self.client_done(cmd, ok, effects, &head);

@@ -15,6 +15,8 @@ pub(super) struct Rare {
     /// The id the client's last insert generated (transaction mode: it may have run on
     /// another server connection than the next statement).
     pub(super) last_insert: Option<std::num::NonZeroU64>,
+    /// The server's answer to a read of settings, kept as it is relayed (settings.rs).
+    pub(super) capture: Option<super::settings::Capture>,
 }
 
 impl Relay {
@@ -43,7 +45,10 @@ impl Relay {
     /// Lets the box go once it holds nothing (the session rests).
     pub(super) fn settle_rare(&mut self) {
         if self.rare.as_ref().is_some_and(|r| {
-            r.preparing.is_none() && r.changing_to.is_none() && r.last_insert.is_none()
+            r.preparing.is_none()
+                && r.changing_to.is_none()
+                && r.last_insert.is_none()
+                && r.capture.is_none()
         }) {
             self.rare = None;
         }
