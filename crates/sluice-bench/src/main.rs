@@ -283,6 +283,7 @@ fn setup(a: SetupArgs) -> Result<ExitCode> {
         password: a.login.password(),
         db: a.login.db.clone(),
         tls: false,
+        driver_reads: false,
     };
     let filled = block_on(ensure_table(&t, a.keys))??;
     println!(

@@ -228,6 +228,7 @@ impl RunSpec {
             password: self.password.clone(),
             db: self.db.clone(),
             tls: self.tls,
+            driver_reads: false,
         }
     }
 }

@@ -64,11 +64,21 @@ const SETTINGS: &[&str] = &[
 ];
 
 /// Whether `sql` (MySQL) is a `SELECT` of settings and nothing else: items
-/// `@@[session.|global.|local.]name [[AS] alias]` of the settings above, an optional
-/// `LIMIT 1`, an optional `;`. Comments anywhere; an executable comment's content
-/// counts as text. The server still judges the statement (its answer is what is
+/// `@@[session.|global.|local.]name [[AS] alias]` of the settings above (an alias a
+/// word or in backquotes), an optional `LIMIT 1`, an optional `;`, in ASCII without
+/// quotes or backslashes. Comments anywhere; an executable comment's content counts as
+/// text. The server still judges the statement (its answer is what is
 /// reused), so a text it refuses is harmless here.
 pub fn reads_only_settings(sql: &[u8]) -> bool {
+    // Where the server could split the text otherwise than the lexer here (a backslash
+    // under NO_BACKSLASH_ESCAPES, `"` under ANSI_QUOTES, the second byte of a
+    // multi-byte character in a GBK or SJIS login), it is not taken.
+    if sql
+        .iter()
+        .any(|&b| matches!(b, b'\\' | b'\'' | b'"') || b >= 0x80)
+    {
+        return false;
+    }
     let mut t = Tokens::new_in(sql, Dialect::MySql).peekable();
     if !t.next().is_some_and(|w| w.is("select")) {
         return false;
@@ -81,17 +91,14 @@ pub fn reads_only_settings(sql: &[u8]) -> bool {
         match t.peek() {
             Some(w) if w.is("as") => {
                 t.next();
-                if !matches!(
-                    t.next(),
-                    Some(Token::Word(_) | Token::Quoted(_) | Token::Str(_))
-                ) {
+                if !matches!(t.next(), Some(Token::Word(_) | Token::Quoted(_))) {
                     return false;
                 }
             }
             Some(w @ Token::Word(_)) if !w.is("limit") => {
                 t.next();
             }
-            Some(Token::Quoted(_) | Token::Str(_)) => {
+            Some(Token::Quoted(_)) => {
                 t.next();
             }
             _ => {}
@@ -157,7 +164,7 @@ mod tests {
               @@time_zone AS time_zone, @@transaction_isolation AS transaction_isolation, \
               @@wait_timeout AS wait_timeout"
         ));
-        assert!(reads(b"SELECT @@GLOBAL.version `v`, @@tx_isolation 'i';"));
+        assert!(reads(b"SELECT @@GLOBAL.version `v`, @@tx_isolation AS i;"));
         assert!(reads(b"select @@version_comment limit 1;"));
     }
 
@@ -181,6 +188,9 @@ mod tests {
             b"select @@version into @v",
             b"select @@version as",
             b"select @@version limit 1 for update",
+            b"select @@version 'x\\' , connection_id(), get_lock('l',0) #'",
+            b"select @@version \"x\"",
+            b"select @@version `\xe9`",
             b"",
         ] {
             assert!(!reads(sql), "{}", String::from_utf8_lossy(sql));

@@ -137,6 +137,7 @@ fn pg_scenarios_direct_and_through_sluice() {
         password: pg.password().into(),
         db: "bench".into(),
         tls: false,
+        driver_reads: false,
     };
     assert!(
         block_on(ensure_table(&direct, KEYS)).expect("setup"),
@@ -177,6 +178,7 @@ password = "{}"
         password: db.password().into(),
         db: "bench".into(),
         tls: false,
+        driver_reads: false,
     };
     assert!(block_on(ensure_table(&direct, KEYS)).expect("setup"));
     let addrs = [

@@ -145,6 +145,11 @@ pub struct TargetSpec {
     /// server connection once it ran a statement.
     #[serde(default)]
     pub idle_silent: bool,
+    /// MySQL: connect as a driver does by default, reading `@@max_allowed_packet` and
+    /// `@@wait_timeout` with a statement once logged in (by default the load generator
+    /// gives both, so that connecting runs nothing).
+    #[serde(default)]
+    pub driver_reads: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -351,6 +351,7 @@ pub fn sql_target(t: &TargetSpec) -> Result<SqlTarget> {
         password,
         db: t.db.clone(),
         tls: t.tls,
+        driver_reads: t.driver_reads,
     })
 }
 

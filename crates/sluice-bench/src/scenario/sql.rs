@@ -145,6 +145,9 @@ pub struct SqlTarget {
     /// Log in over TLS, without checking the server's certificate (a benchmark measures
     /// the handshake, not trust).
     pub tls: bool,
+    /// MySQL: read `@@max_allowed_packet` and `@@wait_timeout` as mysql_async does by
+    /// default when it connects (else they are given, and connecting runs nothing).
+    pub driver_reads: bool,
 }
 
 /// One logged-in connection with the workload's statements prepared (prepared mode).
@@ -231,7 +234,7 @@ impl SqlConn {
                     })
                 }
                 Protocol::Mysql => {
-                    let opts = mysql_async::OptsBuilder::default()
+                    let mut opts = mysql_async::OptsBuilder::default()
                         .ip_or_hostname(host.clone())
                         .tcp_port(port)
                         .user(Some(t.user.clone()))
@@ -240,13 +243,16 @@ impl SqlConn {
                         // Stay on TCP to the given address (mysql_async would otherwise
                         // switch to the server's Unix socket for a loopback address).
                         .prefer_socket(false)
-                        // Given, so that connecting reads no server variables: a
-                        // client that runs nothing needs no server connection in a
-                        // proxy's session mode that gives one at the first statement.
-                        .max_allowed_packet(Some(64 << 20))
-                        .wait_timeout(Some(28_800))
                         .tcp_nodelay(true)
                         .ssl_opts(t.tls.then(super::tls::mysql));
+                    // Given, so that connecting reads no server variables: a client
+                    // that runs nothing needs no server connection in a proxy's
+                    // session mode that gives one at the first statement.
+                    if !t.driver_reads {
+                        opts = opts
+                            .max_allowed_packet(Some(64 << 20))
+                            .wait_timeout(Some(28_800));
+                    }
                     let conn = mysql_async::Conn::new(opts)
                         .await
                         .with_context(|| format!("connect to {} as {}", t.addr, t.user))?;

@@ -41,20 +41,20 @@ impl Answers {
     }
 
     /// Keeps the server's answer to `text` for clients of `shape`.
-    pub fn put(&self, text: &[u8], shape: u64, answer: Bytes) {
+    pub fn put(&self, text: Box<[u8]>, shape: u64, answer: Bytes) {
         if answer.len() > MAX_ANSWER {
             return;
         }
         let now = Instant::now();
         let mut kept = self.0.lock();
         kept.retain(|k| {
-            !(k.shape == shape && *k.text == *text) && now.saturating_duration_since(k.at) < KEEP
+            !(k.shape == shape && k.text == text) && now.saturating_duration_since(k.at) < KEEP
         });
         if kept.len() >= MAX_ANSWERS {
             kept.remove(0);
         }
         kept.push(Kept {
-            text: text.into(),
+            text,
             shape,
             at: now,
             answer,
@@ -69,17 +69,17 @@ mod tests {
     #[test]
     fn answers_are_kept_by_text_and_shape_and_bounded() {
         let a = Answers::default();
-        a.put(b"select @@version", 1, Bytes::from_static(b"v1"));
+        a.put(b"select @@version"[..].into(), 1, Bytes::from_static(b"v1"));
         assert_eq!(a.get(b"select @@version", 1).as_deref(), Some(&b"v1"[..]));
         assert_eq!(a.get(b"select @@version", 2), None);
         assert_eq!(a.get(b"select @@version ", 1), None);
-        a.put(b"select @@version", 1, Bytes::from_static(b"v2"));
+        a.put(b"select @@version"[..].into(), 1, Bytes::from_static(b"v2"));
         assert_eq!(a.get(b"select @@version", 1).as_deref(), Some(&b"v2"[..]));
         for i in 0..20u64 {
-            a.put(b"x", i, Bytes::from_static(b"x"));
+            a.put(b"x"[..].into(), i, Bytes::from_static(b"x"));
         }
         assert_eq!(a.0.lock().len(), MAX_ANSWERS);
-        a.put(b"big", 1, Bytes::from(vec![0; MAX_ANSWER + 1]));
+        a.put(b"big"[..].into(), 1, Bytes::from(vec![0; MAX_ANSWER + 1]));
         assert_eq!(a.get(b"big", 1), None);
     }
 }

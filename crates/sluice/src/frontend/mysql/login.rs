@@ -19,8 +19,14 @@ use sluice_wire_mysql::handshake::{HandshakeResponse41, HandshakeV10, is_ssl_req
 use sluice_wire_mysql::{consts, packet};
 use std::sync::Arc;
 
-/// Capabilities that change what a server answers: every client of a pool has the same.
+/// Capabilities that change what a server answers: every client of a pool has the same
+/// (a server connection logs in with the capabilities of the client whose login opened
+/// it). `CLIENT_INTERACTIVE` sets a session's `wait_timeout` (from
+/// `interactive_timeout`); MariaDB's extended type information adds a field to every
+/// column definition.
 const SHAPING_CAPS: u64 = consts::CLIENT_FOUND_ROWS
+    | consts::CLIENT_INTERACTIVE
+    | consts::MARIADB_CLIENT_EXTENDED_TYPE_INFO
     | consts::CLIENT_IGNORE_SPACE
     | consts::CLIENT_MULTI_STATEMENTS
     | consts::CLIENT_LOCAL_FILES

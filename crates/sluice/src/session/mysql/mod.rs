@@ -369,7 +369,13 @@ impl Relay {
                 }
             }
         }
+        if let Some(e) = crate::session::driver::route(self, |r| r.class_of(cmd, len)).await? {
+            // A rule sends it to a cluster the session cannot reach now.
+            queue_error(&mut self.core.io.to_client, answer_seq, &e);
+            return Ok(Cmd::Consumed);
+        }
         // A read of settings a driver sends as it connects (settings.rs).
+        // (After routing: the pool is the one the session goes to now.)
         let mut keep = false;
         if cmd == consts::COM_QUERY && self.core.lease.is_none() {
             match self.answer_settings_read(len) {
@@ -377,11 +383,6 @@ impl Relay {
                 Some(false) => keep = true,
                 None => {}
             }
-        }
-        if let Some(e) = crate::session::driver::route(self, |r| r.class_of(cmd, len)).await? {
-            // A rule sends it to a cluster the session cannot reach now.
-            queue_error(&mut self.core.io.to_client, answer_seq, &e);
-            return Ok(Cmd::Consumed);
         }
         let kill = match self.kill_target(cmd, len) {
             self::kill::Kill::NotOurs => None,

@@ -11,13 +11,18 @@ use super::Relay;
 use super::rare::Rare;
 use crate::session::judge;
 use sluice_config::PoolMode;
-use sluice_wire_mysql::consts;
+use sluice_wire_mysql::{consts, resp};
 
 /// A server's answer to a read of settings, being kept as it is relayed.
 pub(super) struct Capture {
     text: Box<[u8]>,
     answer: Vec<u8>,
+    /// Where the last packet kept starts in `answer`.
+    last: usize,
 }
+
+/// The longest text taken for a read of settings (drivers' are well under it).
+const MAX_TEXT: usize = 2048;
 
 impl Relay {
     /// The client's COM_QUERY (`len` bytes at the start of its buffer), sent while the
@@ -30,6 +35,7 @@ impl Relay {
             || self.in_transaction()
             || !self.origins.is_empty()
             || caps & consts::CLIENT_QUERY_ATTRIBUTES != 0
+            || len > MAX_TEXT
         {
             return None;
         }
@@ -56,23 +62,30 @@ impl Relay {
     /// relayed.
     pub(super) fn keep_answer(&mut self, len: usize) {
         if let Some(text) = self.core.io.cbuf.get(5..4 + len) {
-            let text = text.into();
+            let text: Box<[u8]> = text.into();
             self.rare().capture = Some(Capture {
                 text,
                 answer: Vec::new(),
+                last: 0,
             });
         }
     }
 
     /// The answer to the client's command `cmd` is complete (`ok`: not an error): the
-    /// answer being kept, if any, is the pool's for other new sessions.
+    /// answer being kept, if any, is the pool's for other new sessions, unless it left
+    /// warnings (a session answered from it would have none to show).
     pub(super) fn captured(&mut self, cmd: u8, ok: bool) {
         let Some(c) = self.rare.as_mut().and_then(|r| r.capture.take()) else {
             return;
         };
-        if ok && cmd == consts::COM_QUERY {
-            let caps = self.tracker.caps();
-            (self.core.pool.answers).put(&c.text, caps, bytes::Bytes::from(c.answer));
+        let caps = self.tracker.caps();
+        let end = c.answer.get(c.last + 4..).unwrap_or_default();
+        let warnings = match resp::EofPacket::parse(end) {
+            Some(eof) => Some(eof.warnings),
+            None => resp::OkPacket::parse(end, caps).map(|ok| ok.warnings),
+        };
+        if ok && cmd == consts::COM_QUERY && warnings == Some(0) {
+            (self.core.pool.answers).put(c.text, caps, bytes::Bytes::from(c.answer));
         }
     }
 }
@@ -85,6 +98,7 @@ impl Rare {
             if c.answer.len() + packet.len() > crate::pool::answers::MAX_ANSWER {
                 self.capture = None;
             } else {
+                c.last = c.answer.len();
                 c.answer.extend_from_slice(packet);
             }
         }
