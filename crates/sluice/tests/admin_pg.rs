@@ -109,7 +109,7 @@ async fn every_command_over_psql_and_a_driver() {
         "{servers}"
     );
     let pools = console(port, "SHOW POOLS");
-    assert!(pools.starts_with("pool|protocol|server|database|user|options|size|in_use|idle|waiting|leases|waits|slow_waits|wait_ms|wait_timeouts\n"), "{pools}");
+    assert!(pools.starts_with("pool|protocol|server|database|user|options|size|in_use|idle|waiting|leases|waits|slow_waits|wait_ms|wait_timeouts|answered\n"), "{pools}");
     assert!(
         pools.contains(&format!("tx|postgres|127.0.0.1:{}|app|app||4|", pg.port())),
         "{pools}"

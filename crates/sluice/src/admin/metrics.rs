@@ -506,6 +506,15 @@ fn pools(e: &mut DescriptorEncoder, s: &Shared) -> Result<(), Error> {
         ("pool_slow_waits", "Waits longer than 100 ms", C),
         rows("slow_waits"),
     )?;
+    family(
+        e,
+        (
+            "pool_answered",
+            "Reads of server settings answered without a server connection",
+            C,
+        ),
+        rows("answered"),
+    )?;
     let secs = t
         .rows
         .iter()

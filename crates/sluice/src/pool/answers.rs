@@ -9,6 +9,7 @@
 
 use bytes::Bytes;
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long an answer is given again.
@@ -27,17 +28,27 @@ struct Kept {
 }
 
 #[derive(Default)]
-pub struct Answers(Mutex<Vec<Kept>>);
+pub struct Answers(Mutex<Vec<Kept>>, AtomicU64);
 
 impl Answers {
     /// The answer to `text` for clients of `shape`, if one came in the last [`KEEP`].
     pub fn get(&self, text: &[u8], shape: u64) -> Option<Bytes> {
         let now = Instant::now();
         let kept = self.0.lock();
-        kept.iter()
+        let answer = kept
+            .iter()
             .find(|k| k.shape == shape && *k.text == *text)
             .filter(|k| now.saturating_duration_since(k.at) < KEEP)
-            .map(|k| k.answer.clone())
+            .map(|k| k.answer.clone());
+        if answer.is_some() {
+            self.1.fetch_add(1, Ordering::Relaxed);
+        }
+        answer
+    }
+
+    /// Statements answered from here so far.
+    pub fn given(&self) -> u64 {
+        self.1.load(Ordering::Relaxed)
     }
 
     /// Keeps the server's answer to `text` for clients of `shape`.
@@ -72,6 +83,7 @@ mod tests {
         a.put(b"select @@version"[..].into(), 1, Bytes::from_static(b"v1"));
         assert_eq!(a.get(b"select @@version", 1).as_deref(), Some(&b"v1"[..]));
         assert_eq!(a.get(b"select @@version", 2), None);
+        assert_eq!(a.given(), 1);
         assert_eq!(a.get(b"select @@version ", 1), None);
         a.put(b"select @@version"[..].into(), 1, Bytes::from_static(b"v2"));
         assert_eq!(a.get(b"select @@version", 1).as_deref(), Some(&b"v2"[..]));

@@ -22,6 +22,7 @@ pub const COLUMNS: &[(&str, Type)] = &[
     ("slow_waits", Type::Int),
     ("wait_ms", Type::Float),
     ("wait_timeouts", Type::Int),
+    ("answered", Type::Int),
 ];
 
 pub fn table(shared: &Shared) -> Table {
@@ -62,5 +63,6 @@ fn row<C: PoolConn>(t: &mut Table, protocol: &str, p: &Pool<C>) {
         c(&p.slow_waits).into(),
         (c(&p.wait_us) as f64 / 1000.0).into(),
         c(&p.wait_timeouts).into(),
+        p.answers.given().into(),
     ]);
 }
