@@ -276,3 +276,41 @@ async fn mysql_drivers_log_in_and_read_their_settings_without_a_server_connectio
     assert_eq!(app_backends_my(&db), 2);
     waiting.abort();
 }
+
+/// Where the fixed-length fields of a column definition start: after its six names, and
+/// after the extended type information where a client asked for MariaDB's.
+fn after_names(def: &[u8]) -> usize {
+    (0..6).fold(0, |i, _| i + 1 + usize::from(def[i]))
+}
+
+/// The column definition of `select 1 as x`.
+async fn column(c: &mut common::my::RawMy) -> Vec<u8> {
+    let mut q = vec![sluice_wire_mysql::consts::COM_QUERY];
+    q.extend_from_slice(b"select 1 as x");
+    c.send(0, &q).await;
+    let (_, count) = c.read().await.expect("column count");
+    assert_eq!(count, [1]);
+    c.read().await.expect("column definition").1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_clients_with_and_without_extended_type_info_do_not_share_connections() {
+    use common::my::*;
+    use sluice_wire_mysql::consts::MARIADB_CLIENT_EXTENDED_TYPE_INFO;
+    let db = mariadb();
+    let h = sluice(&common::my::config_text(&db, 1, "5s", &lazy_my())).await;
+    let a = addr(&h, "lazy");
+    // A client that asks for MariaDB's extended type information gets it in every
+    // column definition; the server connection Sluice opened for it logged in with it,
+    // and goes back to the pool when the client leaves.
+    let mut ext = RawMy::login_with(a, APP_USER, APP_PW, MARIADB_CLIENT_EXTENDED_TYPE_INFO).await;
+    let def = column(&mut ext).await;
+    assert_ne!(def[after_names(&def)], 0x0c, "{def:?}");
+    drop(ext);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A client that does not ask for it gets column definitions without it: not that
+    // connection.
+    let mut plain = RawMy::login(a, APP_USER, APP_PW).await;
+    let def = column(&mut plain).await;
+    assert_eq!(def[after_names(&def)], 0x0c, "{def:?}");
+}
