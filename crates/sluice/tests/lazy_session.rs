@@ -265,6 +265,17 @@ async fn mysql_drivers_log_in_and_read_their_settings_without_a_server_connectio
     assert_eq!(app_backends_my(&db), 2);
     let mut raw2 = RawMy::login(a, APP_USER, APP_PW).await;
     assert_eq!(raw2.query_value(greeting).await, comment);
+    // Counted by the pools (SHOW POOLS' `answered`): two drivers' reads as they
+    // connected, the second's own, the second raw client's.
+    let answered: u64 = h
+        .shared
+        .my
+        .pools
+        .all()
+        .iter()
+        .map(|p| p.answers.given())
+        .sum();
+    assert_eq!(answered, 4);
 
     // Anything else is the session's first statement, which waits for a connection.
     let waiting = tokio::spawn(async move {
