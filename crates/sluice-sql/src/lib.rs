@@ -23,7 +23,7 @@ pub use facts::{Facts, Kind, Shape, facts, shape};
 pub use lex::{Dialect, Token, Tokens};
 pub use prehashed::Prehashed;
 pub use quick::values_key;
-pub use settings_read::reads_only_settings;
+pub use settings_read::{reads_only_settings, sets_one_setting};
 
 /// Cheap pre-check: true when `sql` certainly has no session-state effect, without
 /// tokenizing: a single plain DML/SELECT statement that mentions none of the words the

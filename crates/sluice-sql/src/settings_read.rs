@@ -122,6 +122,102 @@ pub fn reads_only_settings(sql: &[u8]) -> bool {
     }
 }
 
+/// Whether `sql` (MySQL) sets one session setting to a constant and does nothing else,
+/// as drivers do as they connect: `SET [SESSION | LOCAL] name = value`, `SET
+/// @@[session. | local.]name = value`, `SET NAMES value [COLLATE value]`, `SET
+/// CHARACTER SET value`, `SET CHARSET value`, with an optional `;`. A value is a word
+/// (`ON`, `NULL`, `DEFAULT`, `utf8mb4`), a number (with an optional `-`) or a string in
+/// single quotes; never an expression, a variable or a function (whose value would
+/// depend on the moment or the session it runs in). ASCII without backslashes or double
+/// quotes, as for [`reads_only_settings`]. Such a statement leaves a new session of a
+/// pool in the same state whenever it runs: a proxy may answer it with the answer
+/// another new session got, and run it on the session's server connection later.
+pub fn sets_one_setting(sql: &[u8]) -> bool {
+    if sql.iter().any(|&b| matches!(b, b'\\' | b'"') || b >= 0x80) {
+        return false;
+    }
+    let mut t = Tokens::new_in(sql, Dialect::MySql).peekable();
+    if !t.next().is_some_and(|w| w.is("set")) {
+        return false;
+    }
+    let names = match t.peek() {
+        Some(w) if w.is("names") || w.is("charset") => {
+            t.next();
+            true
+        }
+        Some(w) if w.is("character") => {
+            t.next();
+            if !t.next().is_some_and(|w| w.is("set")) {
+                return false;
+            }
+            true
+        }
+        _ => false,
+    };
+    if names {
+        if !value(&mut t) {
+            return false;
+        }
+        if t.peek().is_some_and(|w| w.is("collate")) {
+            t.next();
+            if !value(&mut t) {
+                return false;
+            }
+        }
+    } else {
+        if t.peek().is_some_and(|w| w.is("session") || w.is("local")) {
+            t.next();
+        } else if t.peek() == Some(&Token::Punct(b'@')) {
+            t.next();
+            if t.next() != Some(Token::Punct(b'@')) {
+                return false;
+            }
+            let scoped = t.peek().is_some_and(|w| w.is("session") || w.is("local"));
+            if scoped {
+                t.next();
+                if t.next() != Some(Token::Punct(b'.')) {
+                    return false;
+                }
+            }
+        }
+        let Some(Token::Word(name)) = t.next() else {
+            return false;
+        };
+        if [
+            &b"global"[..],
+            b"transaction",
+            b"names",
+            b"password",
+            b"role",
+            b"statement",
+        ]
+        .iter()
+        .any(|k| name.eq_ignore_ascii_case(k))
+            || t.next() != Some(Token::Punct(b'='))
+            || !value(&mut t)
+        {
+            return false;
+        }
+    }
+    match t.next() {
+        None => true,
+        Some(Token::Semicolon) => t.next().is_none(),
+        Some(_) => false,
+    }
+}
+
+/// A constant value, consumed: a word, a number (with an optional `-`) or a string.
+fn value<'a>(t: &mut std::iter::Peekable<Tokens<'a>>) -> bool {
+    match t.next() {
+        Some(Token::Word(_) | Token::Number(_) | Token::Str(_)) => {
+            // A word followed by `(` or `.` is a function or a qualified name.
+            !matches!(t.peek(), Some(Token::Punct(b'(' | b'.')))
+        }
+        Some(Token::Punct(b'-')) => matches!(t.next(), Some(Token::Number(_))),
+        _ => false,
+    }
+}
+
 /// `@@[scope.]name` of a listed setting, consumed.
 fn setting<'a>(t: &mut std::iter::Peekable<Tokens<'a>>) -> bool {
     if t.next() != Some(Token::Punct(b'@')) || t.next() != Some(Token::Punct(b'@')) {
@@ -166,6 +262,47 @@ mod tests {
         ));
         assert!(reads(b"SELECT @@GLOBAL.version `v`, @@tx_isolation AS i;"));
         assert!(reads(b"select @@version_comment limit 1;"));
+    }
+
+    #[test]
+    fn what_drivers_set_as_they_connect() {
+        use super::sets_one_setting as sets;
+        for sql in [
+            &b"SET autocommit=0"[..],
+            b"SET AUTOCOMMIT = 1",
+            b"set names utf8mb4",
+            b"SET NAMES 'utf8mb4' COLLATE 'utf8mb4_general_ci'",
+            b"SET character_set_results = NULL",
+            b"SET SESSION sql_mode='STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION'",
+            b"SET @@session.wait_timeout = 28800;",
+            b"SET @@sql_select_limit=DEFAULT",
+            b"SET LOCAL auto_increment_increment = -1",
+            b"SET CHARACTER SET utf8",
+            b"/* driver */ SET time_zone = '+00:00'",
+        ] {
+            assert!(sets(sql), "{}", String::from_utf8_lossy(sql));
+        }
+        for sql in [
+            &b"SET GLOBAL max_connections = 10"[..],
+            b"SET @@global.sql_mode = ''",
+            b"SET @x = 1",
+            b"SET autocommit = 0, sql_mode = ''",
+            b"SET timestamp = UNIX_TIMESTAMP()",
+            b"SET sql_mode = CONCAT(@@sql_mode, ',ANSI')",
+            b"SET time_zone = @@global.time_zone",
+            b"SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+            b"SET autocommit = 0; SELECT 1",
+            b"SET sql_mode = 'a\\' , x = 1 #'",
+            b"SET sql_mode = \"ANSI\"",
+            b"SET PASSWORD = 'x'",
+            b"SET ROLE r",
+            b"SET STATEMENT max_statement_time = 1 FOR SELECT 1",
+            b"SET autocommit",
+            b"SET",
+            b"SELECT 1",
+        ] {
+            assert!(!sets(sql), "{}", String::from_utf8_lossy(sql));
+        }
     }
 
     #[test]

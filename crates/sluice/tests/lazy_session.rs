@@ -325,3 +325,68 @@ async fn mysql_clients_with_and_without_extended_type_info_do_not_share_connecti
     let def = column(&mut plain).await;
     assert_eq!(def[after_names(&def)], 0x0c, "{def:?}");
 }
+
+/// A mysql_async client that runs `sets` as it connects (and, told the two settings it
+/// would read, reads nothing).
+async fn connect_setting(a: std::net::SocketAddr, sets: &[&str]) -> mysql_async::Conn {
+    use mysql_async::prelude::Queryable;
+    let o = common::my::opts(a, common::APP_USER, common::APP_PW, Some("test"))
+        .max_allowed_packet(Some(16 << 20))
+        .wait_timeout(Some(28800));
+    let mut c = mysql_async::Conn::new(o)
+        .await
+        .expect("connect through sluice");
+    for sql in sets {
+        c.query_drop(*sql).await.expect("SET");
+    }
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_drivers_set_their_session_as_they_connect_without_a_server_connection() {
+    use common::my::*;
+    use mysql_async::prelude::Queryable;
+    let db = mariadb();
+    let h = sluice(&common::my::config_text(&db, 1, "5s", &lazy_my())).await;
+    let a = addr(&h, "lazy");
+    let names = "SET NAMES latin1";
+    let autocommit = "SET autocommit=0";
+    // A first client's SET takes the server connection (its first statement); the
+    // answer is kept. It leaves: the connection goes back to the pool.
+    let first = connect_setting(a, &[names]).await;
+    assert_eq!(app_backends_my(&db), 1);
+    first.disconnect().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The next client's same SET is answered without a server; its next one, after that
+    // SET, is new: it takes the connection, where the first SET runs before it.
+    let mut second = connect_setting(a, &[names, autocommit]).await;
+    let read = "SELECT @@character_set_client, @@autocommit";
+    let state: Option<(String, u8)> = second.query_first(read).await.unwrap();
+    assert_eq!(state, Some(("latin1".into(), 0)));
+    // A third client, while the second holds the only connection: both its SETs are
+    // answered alike without one, autocommit off as the server would have said.
+    let mut third = tokio::time::timeout(
+        Duration::from_secs(5),
+        connect_setting(a, &[names, autocommit]),
+    )
+    .await
+    .expect("a driver's SETs need no server connection");
+    assert_eq!(app_backends_my(&db), 1);
+    let answered: u64 = (h.shared.my.pools.all().iter())
+        .map(|p| p.answers.given())
+        .sum();
+    assert_eq!(answered, 3);
+    // Its first other statement waits for the connection, and finds both SETs made.
+    let waiting = tokio::spawn(async move {
+        let state: Option<(String, u8)> = third.query_first(read).await.unwrap();
+        state
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished());
+    second.disconnect().await.unwrap();
+    let state = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the third client gets the connection")
+        .unwrap();
+    assert_eq!(state, Some(("latin1".into(), 0)));
+}

@@ -444,6 +444,10 @@ impl Relay {
                     tracing::trace!(client = self.s.id, server = l.conn.id, "lease");
                     self.core.lease = Some(Box::new(l));
                     self.sync_kill();
+                    if !tx {
+                        // SETs answered before it (settings.rs) run first.
+                        self.replay();
+                    }
                 }
                 Err(crate::backend::LoginError::Proxy(e)) => {
                     // Nothing reached a server. The session goes on (in transaction
@@ -512,7 +516,8 @@ impl Relay {
             self.relay_change_user(len);
         }
         if self.tracker.expect(cmd) {
-            if keep && self.origins.is_empty() {
+            // (Only the SETs answered before it may go first: see settings.rs.)
+            if keep && self.origins.iter().all(|o| matches!(o, Origin::Injected)) {
                 self.keep_answer(len);
             }
             self.origins.push_back(Origin::Client { cmd, effects });
