@@ -390,3 +390,29 @@ async fn mysql_drivers_set_their_session_as_they_connect_without_a_server_connec
         .unwrap();
     assert_eq!(state, Some(("latin1".into(), 0)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_a_set_answered_early_that_the_server_refuses_later_ends_the_session() {
+    use common::my::*;
+    use mysql_async::prelude::Queryable;
+    let db = mariadb();
+    let extra = lazy_my().replace("size = 1", "size = 2");
+    let h = sluice(&common::my::config_text(&db, 1, "5s", &extra)).await;
+    let a = addr(&h, "lazy");
+    // A SET only a privileged user may make: the first client's takes a connection and
+    // its answer is kept.
+    let set = "SET SESSION sql_log_bin = 0";
+    let _first = connect_setting(a, &[set]).await;
+    // The privilege goes (for new logins); the next client's SET is answered as the
+    // first's was, and refused by the server connection it takes at its next statement.
+    db.sql("REVOKE ALL PRIVILEGES ON *.* FROM 'app'@'%'; GRANT SELECT ON *.* TO 'app'@'%'")
+        .unwrap();
+    let mut second = connect_setting(a, &[set]).await;
+    let e = second.query_drop("SELECT 1").await.unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("restoring the session state on a server connection failed"),
+        "{e}"
+    );
+    assert!(second.query_drop("SELECT 1").await.is_err());
+}

@@ -599,12 +599,18 @@ impl Relay {
             }
             self.s_cont = len == packet::MAX_PAYLOAD;
             let at = self.core.io.to_client.len();
+            let mut refused = None;
             let first = std::mem::replace(&mut self.s_first, done.is_some());
             if self.s_forward {
                 self.core.io.to_client.extend_from_slice(&rbuf[..4 + len]);
                 if let Some(r) = self.rare.as_deref_mut() {
                     r.capture_packet(&rbuf[..4 + len]);
                 }
+            } else if done == Some(false) && matches!(self.origins.front(), Some(Origin::Injected))
+            {
+                // Why Sluice's own command failed (the session ends with it, below).
+                let err = sluice_wire_mysql::resp::ErrPacket::parse(&rbuf[4..4 + len]);
+                refused = err.map(|e| String::from_utf8_lossy(e.message).into_owned());
             } else if done == Some(false)
                 && matches!(self.origins.front(), Some(Origin::InjectedPrepare { .. }))
             {
@@ -637,10 +643,11 @@ impl Relay {
                     self.resume = true;
                 }
                 Some(Origin::Injected) if !ok => {
+                    let why = refused.unwrap_or_default();
                     return Err(End::Failed(Error::new(
                         Kind::Desync,
                         Side::Server,
-                        "restoring the session state on a pooled server connection failed",
+                        format!("restoring the session state on a server connection failed: {why}"),
                     )));
                 }
                 Some(Origin::Client { cmd, effects }) => {
