@@ -284,6 +284,7 @@ fn setup(a: SetupArgs) -> Result<ExitCode> {
         db: a.login.db.clone(),
         tls: false,
         driver_reads: false,
+        connect_sql: Vec::new(),
     };
     let filled = block_on(ensure_table(&t, a.keys))??;
     println!(

@@ -229,6 +229,7 @@ impl RunSpec {
             db: self.db.clone(),
             tls: self.tls,
             driver_reads: false,
+            connect_sql: Vec::new(),
         }
     }
 }

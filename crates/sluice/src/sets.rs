@@ -26,6 +26,8 @@ impl Sets {
     /// Sets `name`: it moves to the end (it was set last).
     pub fn insert(&mut self, name: String, sql: String) {
         self.remove(&name);
+        // (Most sessions set one or two: no room kept for more.)
+        self.0.reserve_exact(1);
         self.0.push((name, sql));
     }
 

@@ -138,6 +138,7 @@ fn pg_scenarios_direct_and_through_sluice() {
         db: "bench".into(),
         tls: false,
         driver_reads: false,
+        connect_sql: Vec::new(),
     };
     assert!(
         block_on(ensure_table(&direct, KEYS)).expect("setup"),
@@ -179,6 +180,7 @@ password = "{}"
         db: "bench".into(),
         tls: false,
         driver_reads: false,
+        connect_sql: Vec::new(),
     };
     assert!(block_on(ensure_table(&direct, KEYS)).expect("setup"));
     let addrs = [

@@ -349,44 +349,38 @@ async fn mysql_drivers_set_their_session_as_they_connect_without_a_server_connec
     let db = mariadb();
     let h = sluice(&common::my::config_text(&db, 1, "5s", &lazy_my())).await;
     let a = addr(&h, "lazy");
-    let names = "SET NAMES latin1";
-    let autocommit = "SET autocommit=0";
-    // A first client's SET takes the server connection (its first statement); the
-    // answer is kept. It leaves: the connection goes back to the pool.
-    let first = connect_setting(a, &[names]).await;
+    // What PyMySQL sends as it connects (mysqlclient: the last).
+    let sets = ["SET NAMES latin1", "SET AUTOCOMMIT = 0"];
+    // A first client's first SET takes the only server connection (its first
+    // statement); the answers to both are kept, the second's as the answer after the
+    // first.
+    let mut first = connect_setting(a, &sets).await;
     assert_eq!(app_backends_my(&db), 1);
-    first.disconnect().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    // The next client's same SET is answered without a server; its next one, after that
-    // SET, is new: it takes the connection, where the first SET runs before it.
-    let mut second = connect_setting(a, &[names, autocommit]).await;
-    let read = "SELECT @@character_set_client, @@autocommit";
-    let state: Option<(String, u8)> = second.query_first(read).await.unwrap();
-    assert_eq!(state, Some(("latin1".into(), 0)));
-    // A third client, while the second holds the only connection: both its SETs are
-    // answered alike without one, autocommit off as the server would have said.
-    let mut third = tokio::time::timeout(
-        Duration::from_secs(5),
-        connect_setting(a, &[names, autocommit]),
-    )
-    .await
-    .expect("a driver's SETs need no server connection");
+    // The next client's SETs are both answered as the first client's were, without a
+    // server connection.
+    let mut second = tokio::time::timeout(Duration::from_secs(5), connect_setting(a, &sets))
+        .await
+        .expect("a driver's SETs need no server connection");
     assert_eq!(app_backends_my(&db), 1);
     let answered: u64 = (h.shared.my.pools.all().iter())
         .map(|p| p.answers.given())
         .sum();
-    assert_eq!(answered, 3);
-    // Its first other statement waits for the connection, and finds both SETs made.
+    assert_eq!(answered, 2);
+    // Its first other statement waits for the connection, and finds both SETs made
+    // there before it, as on the first client's.
+    let read = "SELECT @@character_set_client, @@autocommit";
     let waiting = tokio::spawn(async move {
-        let state: Option<(String, u8)> = third.query_first(read).await.unwrap();
+        let state: Option<(String, u8)> = second.query_first(read).await.unwrap();
         state
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiting.is_finished());
-    second.disconnect().await.unwrap();
+    let state: Option<(String, u8)> = first.query_first(read).await.unwrap();
+    assert_eq!(state, Some(("latin1".into(), 0)));
+    first.disconnect().await.unwrap();
     let state = tokio::time::timeout(Duration::from_secs(5), waiting)
         .await
-        .expect("the third client gets the connection")
+        .expect("the second client gets the connection")
         .unwrap();
     assert_eq!(state, Some(("latin1".into(), 0)));
 }

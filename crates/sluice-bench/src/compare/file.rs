@@ -150,6 +150,10 @@ pub struct TargetSpec {
     /// gives both, so that connecting runs nothing).
     #[serde(default)]
     pub driver_reads: bool,
+    /// MySQL: statements each client runs once logged in, as drivers do (PyMySQL: `["SET
+    /// NAMES utf8mb4", "SET AUTOCOMMIT = 0"]`).
+    #[serde(default)]
+    pub connect_sql: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -352,6 +352,7 @@ pub fn sql_target(t: &TargetSpec) -> Result<SqlTarget> {
         db: t.db.clone(),
         tls: t.tls,
         driver_reads: t.driver_reads,
+        connect_sql: t.connect_sql.clone(),
     })
 }
 

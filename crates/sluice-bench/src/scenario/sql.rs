@@ -148,6 +148,9 @@ pub struct SqlTarget {
     /// MySQL: read `@@max_allowed_packet` and `@@wait_timeout` as mysql_async does by
     /// default when it connects (else they are given, and connecting runs nothing).
     pub driver_reads: bool,
+    /// MySQL: statements run once logged in, as drivers do (PyMySQL's `SET NAMES`, `SET
+    /// AUTOCOMMIT = 0`).
+    pub connect_sql: Vec<String>,
 }
 
 /// One logged-in connection with the workload's statements prepared (prepared mode).
@@ -253,9 +256,15 @@ impl SqlConn {
                             .max_allowed_packet(Some(64 << 20))
                             .wait_timeout(Some(28_800));
                     }
-                    let conn = mysql_async::Conn::new(opts)
+                    let mut conn = mysql_async::Conn::new(opts)
                         .await
                         .with_context(|| format!("connect to {} as {}", t.addr, t.user))?;
+                    for sql in &t.connect_sql {
+                        use mysql_async::prelude::Queryable;
+                        conn.query_drop(sql.as_str())
+                            .await
+                            .with_context(|| format!("{sql} on {}", t.addr))?;
+                    }
                     Ok(SqlConn::My {
                         conn,
                         stmts: Vec::new(),

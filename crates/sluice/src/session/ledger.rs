@@ -88,19 +88,52 @@ pub struct Entries {
     /// Session-level SETs to replay, by parameter: the statement text, in the order
     /// the client last set each.
     pub sets: Sets,
+    pins: Pins,
+    /// What fewer sessions have (most that have entries have only SETs: the ones a
+    /// driver sends as it connects), in a box of its own.
+    more: Option<Box<More>>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct More {
     /// SET / RESET inside the open transaction: applied at COMMIT, dropped at ROLLBACK.
     staged: Vec<(String, Option<String>)>,
     sql_prepared: BTreeSet<String>,
     hold_cursors: BTreeSet<String>,
-    pins: BTreeSet<PinReason>,
+}
+
+/// Pin reasons, as bits (`1 << reason as u16`).
+#[derive(Debug, Default, Clone, Copy)]
+struct Pins(u16);
+
+impl Pins {
+    /// Adds `r`: whether it was not there.
+    fn insert(&mut self, r: PinReason) -> bool {
+        let bit = 1 << (r as u16);
+        let new = self.0 & bit == 0;
+        self.0 |= bit;
+        new
+    }
+
+    fn remove(&mut self, r: &PinReason) {
+        self.0 &= !(1 << (*r as u16));
+    }
+
+    fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    fn iter(self) -> impl Iterator<Item = PinReason> {
+        PinReason::ALL
+            .into_iter()
+            .filter(move |r| self.0 & 1 << (*r as u16) != 0)
+    }
 }
 
 static NOTHING: Entries = Entries {
     sets: Sets::EMPTY,
-    staged: Vec::new(),
-    sql_prepared: BTreeSet::new(),
-    hold_cursors: BTreeSet::new(),
-    pins: BTreeSet::new(),
+    pins: Pins(0),
+    more: None,
 };
 
 impl std::ops::Deref for Ledger {
@@ -117,6 +150,11 @@ impl Ledger {
 
     /// Lets go of the entries once they are all empty again.
     fn shrink(&mut self) {
+        if let Some(e) = self.0.as_deref_mut()
+            && e.more.as_deref().is_some_and(More::is_empty)
+        {
+            e.more = None;
+        }
         if self.0.as_deref().is_some_and(Entries::is_empty) {
             self.0 = None;
         }
@@ -162,18 +200,13 @@ impl Entries {
     fn is_empty(&self) -> bool {
         // Every field named: one added later must be said here, or the ledger would
         // drop it with the rest.
-        let Entries {
-            sets,
-            staged,
-            sql_prepared,
-            hold_cursors,
-            pins,
-        } = self;
-        sets.is_empty()
-            && staged.is_empty()
-            && sql_prepared.is_empty()
-            && hold_cursors.is_empty()
-            && pins.is_empty()
+        let Entries { sets, pins, more } = self;
+        sets.is_empty() && pins.is_empty() && more.as_deref().is_none_or(More::is_empty)
+    }
+
+    /// The rarer entries, made now if there are none.
+    fn more(&mut self) -> &mut More {
+        self.more.get_or_insert_default()
     }
 
     pub fn is_pinned(&self) -> bool {
@@ -187,7 +220,7 @@ impl Entries {
 
     pub fn pin_reasons(&self) -> impl Iterator<Item = PinReason> + '_ {
         let role = self.sets.identity().then_some(PinReason::Role);
-        self.pins.iter().copied().chain(role)
+        self.pins.iter().chain(role)
     }
 
     fn pin(&mut self, r: PinReason, counters: &PinCounters) {
@@ -198,7 +231,7 @@ impl Entries {
 
     fn set(&mut self, name: String, sql: Option<String>, in_tx: bool) {
         if in_tx {
-            self.staged.push((name, sql));
+            self.more().staged.push((name, sql));
             return;
         }
         match sql {
@@ -208,7 +241,10 @@ impl Entries {
     }
 
     fn end_transaction(&mut self, committed: bool) {
-        let staged = std::mem::take(&mut self.staged);
+        let Some(more) = self.more.as_deref_mut() else {
+            return;
+        };
+        let staged = std::mem::take(&mut more.staged);
         if committed {
             for (name, sql) in staged {
                 self.set(name, sql, false);
@@ -231,23 +267,30 @@ impl Entries {
             Effect::ResetAll => {
                 if in_tx {
                     let names: Vec<_> = self.sets.keys().cloned().collect();
-                    self.staged.extend(names.into_iter().map(|n| (n, None)));
+                    self.more()
+                        .staged
+                        .extend(names.into_iter().map(|n| (n, None)));
                 } else {
                     self.sets.clear();
                 }
             }
             Effect::Prepare { name } => {
-                self.sql_prepared.insert(name.clone());
+                self.more().sql_prepared.insert(name.clone());
                 self.pin(PinReason::SqlPrepare, counters);
             }
             Effect::Deallocate { name } => {
-                self.sql_prepared.remove(name);
-                if self.sql_prepared.is_empty() {
+                let prepared = self.more.as_deref_mut().map(|m| &mut m.sql_prepared);
+                if prepared.is_none_or(|p| {
+                    p.remove(name);
+                    p.is_empty()
+                }) {
                     self.pins.remove(&PinReason::SqlPrepare);
                 }
             }
             Effect::DeallocateAll => {
-                self.sql_prepared.clear();
+                if let Some(m) = self.more.as_deref_mut() {
+                    m.sql_prepared.clear();
+                }
                 self.pins.remove(&PinReason::SqlPrepare);
             }
             Effect::DiscardAll => *self = Entries::default(),
@@ -260,17 +303,22 @@ impl Entries {
             }
             Effect::CreateTemp => self.pin(PinReason::TempTable, counters),
             Effect::DeclareHold { name } => {
-                self.hold_cursors.insert(name.clone());
+                self.more().hold_cursors.insert(name.clone());
                 self.pin(PinReason::HoldCursor, counters);
             }
             Effect::CloseCursor { name } => {
-                self.hold_cursors.remove(name);
-                if self.hold_cursors.is_empty() {
+                let cursors = self.more.as_deref_mut().map(|m| &mut m.hold_cursors);
+                if cursors.is_none_or(|c| {
+                    c.remove(name);
+                    c.is_empty()
+                }) {
                     self.pins.remove(&PinReason::HoldCursor);
                 }
             }
             Effect::CloseAllCursors => {
-                self.hold_cursors.clear();
+                if let Some(m) = self.more.as_deref_mut() {
+                    m.hold_cursors.clear();
+                }
                 self.pins.remove(&PinReason::HoldCursor);
             }
             Effect::AdvisoryLock => self.pin(PinReason::AdvisoryLock, counters),
@@ -289,6 +337,18 @@ impl Entries {
             | Effect::SetLocal
             | Effect::KeepForNext => {}
         }
+    }
+}
+
+impl More {
+    fn is_empty(&self) -> bool {
+        // Every field named, as in `Entries::is_empty`.
+        let More {
+            staged,
+            sql_prepared,
+            hold_cursors,
+        } = self;
+        staged.is_empty() && sql_prepared.is_empty() && hold_cursors.is_empty()
     }
 }
 

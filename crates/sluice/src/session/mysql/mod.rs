@@ -374,16 +374,13 @@ impl Relay {
             queue_error(&mut self.core.io.to_client, answer_seq, &e);
             return Ok(Cmd::Consumed);
         }
-        // A read of settings a driver sends as it connects (settings.rs).
+        // A read of settings or a SET a driver sends as it connects (settings.rs).
         // (After routing: the pool is the one the session goes to now.)
-        let mut keep = false;
-        if cmd == consts::COM_QUERY && self.core.lease.is_none() {
-            match self.answer_settings_read(len) {
-                Some(true) => return Ok(Cmd::Consumed),
-                Some(false) => keep = true,
-                None => {}
-            }
-        }
+        let keep = match self.early(cmd, len) {
+            self::settings::Early::Answered => return Ok(Cmd::Consumed),
+            self::settings::Early::Keep(set) => Some(set),
+            self::settings::Early::No => None,
+        };
         let kill = match self.kill_target(cmd, len) {
             self::kill::Kill::NotOurs => None,
             self::kill::Kill::Answered => return Ok(Cmd::Consumed),
@@ -446,7 +443,7 @@ impl Relay {
                     self.sync_kill();
                     if !tx {
                         // SETs answered before it (settings.rs) run first.
-                        self.replay();
+                        self.run_answered_sets().await?;
                     }
                 }
                 Err(crate::backend::LoginError::Proxy(e)) => {
@@ -516,9 +513,10 @@ impl Relay {
             self.relay_change_user(len);
         }
         if self.tracker.expect(cmd) {
-            // (Only the SETs answered before it may go first: see settings.rs.)
-            if keep && self.origins.iter().all(|o| matches!(o, Origin::Injected)) {
-                self.keep_answer(len);
+            if let Some(set) = keep
+                && self.origins.is_empty()
+            {
+                self.keep_answer(len, set);
             }
             self.origins.push_back(Origin::Client { cmd, effects });
             crate::session::judge::digest_sent(&mut self.core, 0);

@@ -15,8 +15,12 @@ pub(super) struct Rare {
     /// The id the client's last insert generated (transaction mode: it may have run on
     /// another server connection than the next statement).
     pub(super) last_insert: Option<std::num::NonZeroU64>,
-    /// The server's answer to a read of settings, kept as it is relayed (settings.rs).
+    /// The server's answer to a statement of a new session, kept as it is relayed
+    /// (settings.rs).
     pub(super) capture: Option<super::settings::Capture>,
+    /// The session's server connection has run only statements of a new session whose
+    /// answers were kept (and the session's SETs): the next one's may be kept too.
+    pub(super) fresh: bool,
 }
 
 impl Relay {
@@ -49,6 +53,7 @@ impl Relay {
                 && r.changing_to.is_none()
                 && r.last_insert.is_none()
                 && r.capture.is_none()
+                && !r.fresh
         }) {
             self.rare = None;
         }
