@@ -35,9 +35,10 @@
 #    certificate made for the run; see scripts/lib/mariadb.sh) and a second
 #    sluice (MySQL listeners in front of that server: session mode, pool 20;
 #    transaction mode, pool 10, clients waiting at most 5 s for a server
-#    connection; both accept TLS from clients with the same certificate, and
-#    use TLS towards the server), and runs and compares the MySQL suites
-#    exactly as in step 4.
+#    connection; "lazy": session mode with assign_server = "first_statement",
+#    Sluice checking passwords, pool 100, 5 s waits; all accept TLS from
+#    clients with the same certificate, and use TLS towards the server), and
+#    runs and compares the MySQL suites exactly as in step 4.
 #
 # The last line is "driver-suites: N passed, N failed", one check per
 # compared endpoint (and one per direct run), all suites together.
@@ -77,6 +78,9 @@
 #                                which sluice presents too; aiomysql's suite
 #                                needs TLS)
 #   DRIVER_SUITES_MYSQL_MODES    sluice listeners to test the MySQL suites
+#                                with (default "session transaction lazy";
+#                                lazy: session mode with assign_server =
+#                                "first_statement", Sluice checking passwords)
 #                                with (default "session transaction")
 #   SLUICE_BIN                   use this sluice binary instead of building
 #   SUITE_SUITE_*                passed through to scripts/SUITE-suite.sh
@@ -95,7 +99,7 @@ MODES="${DRIVER_SUITES_MODES:-session transaction}"
 WITH_PGBOUNCER="${DRIVER_SUITES_PGBOUNCER:-0}"
 PG_KIND="${DRIVER_SUITES_PG:-throwaway}"
 MYSQL_KIND="${DRIVER_SUITES_MYSQL:-throwaway}"
-MYSQL_MODES="${DRIVER_SUITES_MYSQL_MODES:-session transaction}"
+MYSQL_MODES="${DRIVER_SUITES_MYSQL_MODES:-session transaction lazy}"
 RESULTS="${PSYCOPG2_SUITE_CACHE:-$SL_ROOT/target/driver-suites}/results/run"
 
 CHECKS_PASSED=0
@@ -227,19 +231,22 @@ through_sluice() {
     return 0
 }
 
-# check_modes WHAT LIST: every entry is session, transaction or tx.
+# check_modes WHAT LIST [MORE]: every entry is session, transaction or tx
+# (or one of the regex alternatives MORE).
 check_modes() {
     local m
     for m in $2; do
-        [[ "$m" =~ ^(session|transaction|tx)$ ]] || sl_die "unknown $1 entry: $m"
+        [[ "$m" =~ ^(session|transaction|tx${3:+|$3})$ ]] || sl_die "unknown $1 entry: $m"
     done
 }
 
-# two_ports: set PORT_A and PORT_B to two different free ports.
+# two_ports: set PORT_A, PORT_B and PORT_C to three different free ports.
 two_ports() {
     PORT_A="$(sl_free_port)"
     PORT_B="$(sl_free_port)"
     while [[ "$PORT_B" == "$PORT_A" ]]; do PORT_B="$(sl_free_port)"; done
+    PORT_C="$(sl_free_port)"
+    while [[ "$PORT_C" == "$PORT_A" || "$PORT_C" == "$PORT_B" ]]; do PORT_C="$(sl_free_port)"; done
 }
 
 # suites_against SESSION_PORT TX_PORT PID LOG MODES SUITE...: each SUITE
@@ -272,6 +279,7 @@ suites_against() {
             case "$mode" in
                 session) port=$session_port ;;
                 transaction | tx) mode=transaction port=$tx_port ;;
+                lazy) port=${PORT_C:-} ;;
             esac
             through_sluice "$suite" "$mode" "$port" "$pid" "$log" || return 0
         done
@@ -355,10 +363,16 @@ mysql_part() {
         # MariaDB Connector/Python's pool tests hold more connections in
         # transactions (autocommit off) than the transaction pool has: 5 s of
         # waiting instead of Sluice's default 30 s each.
-        sl_sluice_write_mysql_config "$cfg" "$SL_MY_HOST" "$SL_MY_PORT" \
-            "session:session:20:$PORT_A" "tx:transaction:10:$PORT_B:5s"
+        # The lazy listener checks passwords itself (first_statement needs Sluice
+        # able to log in later), with the suites' one user; its pool is as large
+        # as Connector/Python's largest pool in its tests (64 connections, each
+        # taking its server connection at its first statement and keeping it).
+        SL_SLUICE_USER=$MY_USER SL_SLUICE_PASSWORD=$MY_PASSWORD \
+            sl_sluice_write_mysql_config "$cfg" "$SL_MY_HOST" "$SL_MY_PORT" \
+            "session:session:20:$PORT_A" "tx:transaction:10:$PORT_B:5s" \
+            "lazy:session:100:$PORT_C:5s:first_statement"
         sl_log "sluice config: $cfg"
-        sl_sluice_start "$cfg" "$log" "$PORT_A" "$PORT_B"
+        sl_sluice_start "$cfg" "$log" "$PORT_A" "$PORT_B" "$PORT_C"
         pid=$SL_SLUICE_PID
     fi
     SRV_HOST=$SL_MY_HOST SRV_PORT=$SL_MY_PORT
@@ -368,7 +382,7 @@ mysql_part() {
 main() {
     local start=$SECONDS suite
     check_modes DRIVER_SUITES_MODES "$MODES"
-    check_modes DRIVER_SUITES_MYSQL_MODES "$MYSQL_MODES"
+    check_modes DRIVER_SUITES_MYSQL_MODES "$MYSQL_MODES" lazy
     [[ "$PG_KIND" =~ ^(0|throwaway|existing)$ ]] ||
         sl_die "DRIVER_SUITES_PG must be 0, throwaway or existing, not $PG_KIND"
     [[ "$MYSQL_KIND" =~ ^(0|throwaway|existing)$ ]] ||

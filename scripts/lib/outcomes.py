@@ -112,12 +112,14 @@ def counts(path):
 
 
 def cmd_table(results, suites):
-    print("| driver | direct | Sluice session mode | Sluice transaction mode |")
-    print("|---|---|---|---|")
+    print("| driver | direct | Sluice session mode | Sluice transaction mode "
+          "| Sluice session mode, first_statement |")
+    print("|---|---|---|---|---|")
     for suite in suites:
         prefix = "" if suite == "psycopg2" else suite + "-"
         cells = [counts(os.path.join(results, prefix + run, "outcomes.tsv"))
-                 for run in ("direct", "sluice-session", "sluice-transaction")]
+                 for run in ("direct", "sluice-session", "sluice-transaction",
+                             "sluice-lazy")]
         print(f"| {suite} | " + " | ".join(cells) + " |")
     return 0
 

@@ -133,7 +133,11 @@ pub fn reads_only_settings(sql: &[u8]) -> bool {
 /// pool in the same state whenever it runs: a proxy may answer it with the answer
 /// another new session got, and run it on the session's server connection later.
 pub fn sets_one_setting(sql: &[u8]) -> bool {
-    if sql.iter().any(|&b| matches!(b, b'\\' | b'"') || b >= 0x80) {
+    // (Nor a NUL: a proxy may join such texts with it.)
+    if sql
+        .iter()
+        .any(|&b| matches!(b, b'\\' | b'"' | 0) || b >= 0x80)
+    {
         return false;
     }
     let mut t = Tokens::new_in(sql, Dialect::MySql).peekable();
@@ -206,9 +210,31 @@ pub fn sets_one_setting(sql: &[u8]) -> bool {
     }
 }
 
+/// Words that MySQL reads as functions without parentheses: their value depends on the
+/// moment or the session.
+const NOT_CONSTANT: &[&str] = &[
+    "current_date",
+    "current_role",
+    "current_time",
+    "current_timestamp",
+    "current_user",
+    "localtime",
+    "localtimestamp",
+    "utc_date",
+    "utc_time",
+    "utc_timestamp",
+];
+
 /// A constant value, consumed: a word, a number (with an optional `-`) or a string.
 fn value<'a>(t: &mut std::iter::Peekable<Tokens<'a>>) -> bool {
     match t.next() {
+        Some(Token::Word(w))
+            if NOT_CONSTANT
+                .iter()
+                .any(|k| w.eq_ignore_ascii_case(k.as_bytes())) =>
+        {
+            false
+        }
         Some(Token::Word(_) | Token::Number(_) | Token::Str(_)) => {
             // A word followed by `(` or `.` is a function or a qualified name.
             !matches!(t.peek(), Some(Token::Punct(b'(' | b'.')))
@@ -298,6 +324,11 @@ mod tests {
             b"SET ROLE r",
             b"SET STATEMENT max_statement_time = 1 FOR SELECT 1",
             b"SET autocommit",
+            b"SET sql_select_limit = CURRENT_TIMESTAMP",
+            b"SET @@session.time_zone = utc_time",
+            b"SET autocommit = 0 /*!, sql_mode = '' */",
+            b"SET autocommit = 0 # x\n, sql_mode = ''",
+            b"SET sql_mode = 'a\0b'",
             b"SET",
             b"SELECT 1",
         ] {

@@ -383,6 +383,31 @@ async fn mysql_drivers_set_their_session_as_they_connect_without_a_server_connec
         .expect("the second client gets the connection")
         .unwrap();
     assert_eq!(state, Some(("latin1".into(), 0)));
+
+    // The answered OK says what the server's said: autocommit off. (Raw clients: a
+    // pool of their own, whose first client takes its connection.)
+    let mut raws = Vec::new();
+    for _ in 0..2 {
+        let mut raw = RawMy::login(a, APP_USER, APP_PW).await;
+        let mut status = 0;
+        for sql in sets {
+            let mut q = vec![sluice_wire_mysql::consts::COM_QUERY];
+            q.extend_from_slice(sql.as_bytes());
+            raw.send(0, &q).await;
+            let (_, ok) = raw.read().await.expect("OK");
+            assert_eq!(ok[0], 0, "{ok:?}");
+            status = u16::from_le_bytes([ok[3], ok[4]]);
+        }
+        assert_eq!(
+            status & sluice_wire_mysql::consts::SERVER_STATUS_AUTOCOMMIT,
+            0
+        );
+        raws.push(raw);
+    }
+    let answered: u64 = (h.shared.my.pools.all().iter())
+        .map(|p| p.answers.given())
+        .sum();
+    assert_eq!(answered, 4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -409,4 +434,22 @@ async fn mysql_a_set_answered_early_that_the_server_refuses_later_ends_the_sessi
         "{e}"
     );
     assert!(second.query_drop("SELECT 1").await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_a_client_that_kills_its_own_connection_before_its_first_statement_is_told() {
+    use common::my::*;
+    use mysql_async::prelude::Queryable;
+    let db = mariadb();
+    let h = sluice(&common::my::config_text(&db, 1, "5s", &lazy_my())).await;
+    let a = addr(&h, "lazy");
+    // It holds no server connection: Sluice answers as the server would (1927), and
+    // the session ends (MariaDB Connector/Python then reconnects).
+    let mut c = connect_setting(a, &[]).await;
+    let id = c.id();
+    match c.query_drop(format!("KILL {id}")).await {
+        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1927, "{e:?}"),
+        other => panic!("expected ERR 1927, got {other:?}"),
+    }
+    assert!(c.query_drop("SELECT 1").await.is_err());
 }

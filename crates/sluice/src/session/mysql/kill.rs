@@ -247,6 +247,9 @@ impl KillWait {
     }
 }
 
+/// The server's error to a client whose connection was killed.
+const ER_CONNECTION_KILLED: u16 = 1927;
+
 /// What to do with a KILL.
 pub(super) enum Kill {
     /// Not a KILL, or not of a Sluice client: the server decides.
@@ -255,6 +258,9 @@ pub(super) enum Kill {
     Answered,
     /// Run this instead (the target's server connection).
     Server(String),
+    /// The client killed its own connection: told so, as by the server (ERR 1927),
+    /// its session ends.
+    Own,
 }
 
 impl super::Relay {
@@ -318,6 +324,16 @@ impl super::Relay {
             self.kills
                 .push_back(KillWait::Allowed { target, connection });
             return Kill::Server(may_kill_others_sql(id));
+        }
+        if connection && id == self.s.id {
+            super::errors::queue_err(
+                &mut self.core.io.to_client,
+                1,
+                ER_CONNECTION_KILLED,
+                "70100",
+                "Connection was killed",
+            );
+            return Kill::Own;
         }
         if connection {
             target.close();

@@ -384,6 +384,10 @@ impl Relay {
         let kill = match self.kill_target(cmd, len) {
             self::kill::Kill::NotOurs => None,
             self::kill::Kill::Answered => return Ok(Cmd::Consumed),
+            self::kill::Kill::Own => {
+                let e = Error::new(Kind::Protocol, Side::Client, "killed its own connection");
+                return Err(End::Failed(e));
+            }
             self::kill::Kill::Server(sql) => Some(sql),
         };
         if cmd == consts::COM_CHANGE_USER && self.core.cfg.logs_in_itself() {
@@ -440,11 +444,15 @@ impl Relay {
                 Ok(l) => {
                     tracing::trace!(client = self.s.id, server = l.conn.id, "lease");
                     self.core.lease = Some(Box::new(l));
-                    self.sync_kill();
                     if !tx {
-                        // SETs answered before it (settings.rs) run first.
+                        // SETs answered before it (settings.rs) run first (before
+                        // KILL can find the connection), unless it forgets them.
+                        if matches!(cmd, consts::COM_RESET_CONNECTION | consts::COM_CHANGE_USER) {
+                            self.core.ledger = Default::default();
+                        }
                         self.run_answered_sets().await?;
                     }
+                    self.sync_kill();
                 }
                 Err(crate::backend::LoginError::Proxy(e)) => {
                     // Nothing reached a server. The session goes on (in transaction

@@ -244,7 +244,10 @@ impl Rare {
     pub(super) fn capture_packet(&mut self, packet: &[u8]) {
         if let Some(c) = self.capture.as_mut() {
             if c.answer.len() + packet.len() > crate::pool::answers::MAX_ANSWER {
+                // (And what follows is not a new session's: its SET, if it is one,
+                // stays out of the ledger.)
                 self.capture = None;
+                self.fresh = false;
             } else {
                 c.last = c.answer.len();
                 c.answer.extend_from_slice(packet);
