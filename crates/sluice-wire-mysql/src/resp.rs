@@ -141,6 +141,11 @@ pub struct ErrPacket<'a> {
     pub message: &'a [u8],
 }
 
+/// The message of an ERR packet (its payload), if it is one.
+pub fn err_message(payload: &[u8]) -> Option<String> {
+    ErrPacket::parse(payload).map(|e| String::from_utf8_lossy(e.message).into_owned())
+}
+
 impl<'a> ErrPacket<'a> {
     pub fn parse(payload: &'a [u8]) -> Option<Self> {
         let mut r = Reader::new(payload);

@@ -49,9 +49,7 @@ impl KvBackend for MyKv {
             Ok((c, _)) => c,
             Err(LoginError::Proxy(e)) => return Err(e),
             Err(LoginError::Server(p)) => {
-                let msg = resp::ErrPacket::parse(&p)
-                    .map(|e| String::from_utf8_lossy(e.message).into_owned())
-                    .unwrap_or_default();
+                let msg = resp::err_message(&p).unwrap_or_default();
                 return Err(Error::server_gone(format!("login refused: {msg}")));
             }
         };

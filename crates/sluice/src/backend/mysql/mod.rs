@@ -112,9 +112,7 @@ impl ServerConn {
             ));
         }
         let failed = |what: &str, e: &[u8]| {
-            let msg = resp::ErrPacket::parse(e)
-                .map(|e| String::from_utf8_lossy(e.message).into_owned())
-                .unwrap_or_default();
+            let msg = resp::err_message(e).unwrap_or_default();
             Error::new(Kind::Desync, Side::Server, format!("{what} failed: {msg}"))
         };
         if let Err(e) = self.command(&[consts::COM_RESET_CONNECTION]).await? {

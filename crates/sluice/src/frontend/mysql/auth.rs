@@ -222,9 +222,7 @@ pub(super) async fn server_greeting(
     // A short-lived connection: it counts in the server's budget while it lives.
     let (_stream, _buf, p, _permit) = crate::backend::mysql::open_greeting(t).await?;
     let hs = HandshakeV10::parse(&p).ok_or_else(|| {
-        let why = resp::ErrPacket::parse(&p)
-            .map(|e| String::from_utf8_lossy(e.message).into_owned())
-            .unwrap_or_else(|| "malformed handshake".into());
+        let why = resp::err_message(&p).unwrap_or_else(|| "malformed handshake".into());
         Error::server_gone(format!("server {addr} refused a connection: {why}"))
     })?;
     let hs = Arc::new(hs);

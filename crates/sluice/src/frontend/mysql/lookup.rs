@@ -81,9 +81,7 @@ async fn lookup(
     }
     let lease = pool.lease().await.map_err(|e| match e {
         LoginError::Server(p) => {
-            let m = resp::ErrPacket::parse(&p)
-                .map(|e| String::from_utf8_lossy(e.message).into_owned())
-                .unwrap_or_default();
+            let m = resp::err_message(&p).unwrap_or_default();
             format!("the server refused auth_user {:?}: {m}", q.user)
         }
         LoginError::Proxy(e) => e.to_string(),

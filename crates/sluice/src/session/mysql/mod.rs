@@ -615,8 +615,7 @@ impl Relay {
             } else if done == Some(false) && matches!(self.origins.front(), Some(Origin::Injected))
             {
                 // Why Sluice's own command failed (the session ends with it, below).
-                let err = sluice_wire_mysql::resp::ErrPacket::parse(&rbuf[4..4 + len]);
-                refused = err.map(|e| String::from_utf8_lossy(e.message).into_owned());
+                refused = sluice_wire_mysql::resp::err_message(&rbuf[4..4 + len]);
             } else if done == Some(false)
                 && matches!(self.origins.front(), Some(Origin::InjectedPrepare { .. }))
             {

@@ -179,9 +179,7 @@ impl Relay {
             match lease.conn.command(&p).await {
                 Ok(Ok(())) => lease.conn.applied.insert(name.clone(), sql.clone()),
                 Ok(Err(err)) => {
-                    let why = resp::ErrPacket::parse(&err)
-                        .map(|e| String::from_utf8_lossy(e.message).into_owned())
-                        .unwrap_or_default();
+                    let why = resp::err_message(&err).unwrap_or_default();
                     return Err(End::Failed(Error::new(
                         Kind::Desync,
                         Side::Server,
