@@ -453,3 +453,50 @@ async fn mysql_a_client_that_kills_its_own_connection_before_its_first_statement
     }
     assert!(c.query_drop("SELECT 1").await.is_err());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_pings_and_resets_before_the_first_statement_need_no_server_connection() {
+    use common::my::*;
+    use mysql_async::prelude::Queryable;
+    let db = mariadb();
+    let h = sluice(&common::my::config_text(&db, 1, "5s", &lazy_my())).await;
+    let a = addr(&h, "lazy");
+    // The first client takes the only server connection (its SET's answer is kept).
+    let sets = ["SET AUTOCOMMIT = 0"];
+    let mut first = connect_setting(a, &sets).await;
+    assert_eq!(app_backends_my(&db), 1);
+    // The next one's SET is answered; a pool handing it out pings it, and resets it
+    // when it comes back: answered too, without the connection the first one holds.
+    let mut second = connect_setting(a, &sets).await;
+    tokio::time::timeout(Duration::from_secs(5), async {
+        second.ping().await.expect("ping");
+        assert!(second.reset().await.expect("reset"));
+        second.ping().await.expect("ping after the reset");
+    })
+    .await
+    .expect("a ping and a reset need no server connection");
+    assert_eq!(app_backends_my(&db), 1);
+    // The reset forgot the SET: at its first statement, on the connection the first
+    // client leaves, the session is as new (autocommit on), not as the SET left it.
+    let first_state: Option<u8> = first.query_first("SELECT @@autocommit").await.unwrap();
+    assert_eq!(first_state, Some(0));
+    first.disconnect().await.unwrap();
+    let state: Option<u8> = tokio::time::timeout(
+        Duration::from_secs(5),
+        second.query_first("SELECT @@autocommit"),
+    )
+    .await
+    .expect("the second client gets the connection")
+    .unwrap();
+    assert_eq!(state, Some(1));
+    // A raw client's ping: an OK with the session's status (autocommit on).
+    let mut raw = RawMy::login(a, APP_USER, APP_PW).await;
+    raw.send(0, &[sluice_wire_mysql::consts::COM_PING]).await;
+    let (seq, ok) = raw.read().await.expect("OK");
+    assert_eq!((seq, ok[0]), (1, 0), "{ok:?}");
+    let status = u16::from_le_bytes([ok[3], ok[4]]);
+    assert_ne!(
+        status & sluice_wire_mysql::consts::SERVER_STATUS_AUTOCOMMIT,
+        0
+    );
+}

@@ -61,6 +61,9 @@ impl Relay {
         if self.core.lease.is_some() && !fresh {
             return Early::No;
         }
+        if self.core.lease.is_none() && self.answered_alone(cmd, len) {
+            return Early::Answered;
+        }
         let Some(set) = self.of_new_session(cmd, len) else {
             if fresh {
                 // The connection has run something else now.
@@ -99,6 +102,28 @@ impl Relay {
         };
         judge::digest_done(&mut self.core, 0, outcome);
         Early::Answered
+    }
+
+    /// A COM_PING or COM_RESET_CONNECTION of a session holding no server connection is
+    /// answered here, as MySQL Router and ProxySQL answer a ping: the server has nothing
+    /// of the session to check or forget (pools such as Connector/Python's ping and reset
+    /// each connection they hand out or get back, which would otherwise take a server
+    /// connection each). A reset forgets the SETs answered so far (the session is as
+    /// new: autocommit on, nothing in its ledger).
+    fn answered_alone(&mut self, cmd: u8, len: usize) -> bool {
+        if len != 1 || !matches!(cmd, consts::COM_PING | consts::COM_RESET_CONNECTION) {
+            return false;
+        }
+        if cmd == consts::COM_RESET_CONNECTION {
+            self.core.ledger = Default::default();
+            self.status = consts::SERVER_STATUS_AUTOCOMMIT;
+        }
+        let mut ok = Vec::with_capacity(16);
+        let caps = self.tracker.caps();
+        resp::encode_ok(&mut ok, caps, 0, 0, self.status, 0, b"");
+        let mut seq = 1;
+        sluice_wire_mysql::packet::write_packet(&mut *self.core.io.to_client, &mut seq, &ok);
+        true
     }
 
     /// Whether the client's command is a statement a new session's answer may be kept
