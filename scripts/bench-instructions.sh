@@ -11,6 +11,10 @@
 #     target/release/sluice-bench setup --protocol mysql --addr 127.0.0.1:23306 --keys 100000
 #     scripts/bench-instructions.sh BINARY [pg-session|pg-tx|pg-nodigest|my-session|my-tx|pg-plain|pg-features|pg-tls] \
 #         [simple|prepared] [N]
+#     scripts/bench-instructions.sh target/release/sluice-bench [relay-pg|relay-my] [simple|prepared] [N]
+#
+# (relay-pg, relay-my: `sluice-bench relay`, the bare TCP relay of benches/sessions.toml,
+# to the server directly: what a hop costs that reads nothing of the protocol.)
 #
 # Prints instructions per statement and allocations per statement, and keeps the
 # callgrind files (/tmp/sluice-instr-*.out) for callgrind_annotate.
@@ -38,8 +42,15 @@ pg-features) cfg=benches/sluice-features-on.toml addr=127.0.0.1:26462 proto=pg ;
 # benches/storm.toml's PostgreSQL listener over TLS (transaction mode), with the
 # throwaway certificate scripts/bench-server.sh uses (made here if missing).
 pg-tls) cfg=benches/sluice-storm-pg.toml addr=127.0.0.1:26442 proto=pg tls=--tls ;;
+relay-pg) relay_to=127.0.0.1:25432 addr=127.0.0.1:26480 proto=pg ;;
+relay-my) relay_to=127.0.0.1:23306 addr=127.0.0.1:26481 proto=mysql ;;
 *) echo "unknown target $target" >&2; exit 2 ;;
 esac
+if [ -n "${relay_to:-}" ]; then
+    cmd=("$bin" relay --listen "$addr" --to "$relay_to")
+else
+    cmd=("$bin" --config "$cfg")
+fi
 [ -z "${tls:-}" ] || sl_test_certs /tmp/sluice-bench-certs
 
 # Calls to the allocator in a callgrind file.
@@ -69,7 +80,7 @@ one() {
         echo "bench-instructions: $addr is taken before the start (a sluice left behind? pkill -f valgrind.bin)" >&2
         exit 1
     fi
-    valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" --config "$cfg" \
+    valgrind --tool=callgrind --callgrind-out-file="$out" "${cmd[@]}" \
         >/dev/null 2>&1 &
     pid=$!
     for _ in $(seq 1 120); do

@@ -9,6 +9,7 @@
 //! - [`results`] and [`report`]: the JSON document and its markdown and SVG rendering.
 
 pub mod compare;
+pub mod relay;
 pub mod report;
 pub mod results;
 pub mod scenario;

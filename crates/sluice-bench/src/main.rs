@@ -6,7 +6,8 @@
 //! - `compare FILE`: a benchmark file's targets in alternation over several rounds,
 //!   starting and stopping the processes it names, with their CPU time and memory; or,
 //!   for a file with `[failover]`, its failover rounds (kill the primary under load);
-//! - `report RESULTS...`: results documents as markdown tables and SVG charts.
+//! - `report RESULTS...`: results documents as markdown tables and SVG charts;
+//! - `relay`: a bare TCP relay, the floor of a proxy's hop (`relay.rs`).
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -42,6 +43,18 @@ enum Command {
     Compare(CompareArgs),
     /// Render results documents as markdown (and SVG charts).
     Report(ReportArgs),
+    /// A bare TCP relay (no protocol read): the floor of a proxy's hop.
+    Relay(RelayArgs),
+}
+
+#[derive(Debug, Args)]
+struct RelayArgs {
+    /// host:port to accept clients on.
+    #[arg(long)]
+    listen: std::net::SocketAddr,
+    /// host:port of the server each client's bytes go to.
+    #[arg(long)]
+    to: std::net::SocketAddr,
 }
 
 #[derive(Debug, Args)]
@@ -197,6 +210,7 @@ fn main() -> ExitCode {
         Command::Setup(a) => setup(a),
         Command::Compare(a) => compare_cmd(a),
         Command::Report(a) => report_cmd(a),
+        Command::Relay(a) => sluice_bench::relay::serve(a.listen, a.to).map(|()| ExitCode::SUCCESS),
     };
     match res {
         Ok(code) => code,
