@@ -115,7 +115,7 @@ impl Relay {
             return false;
         }
         if cmd == consts::COM_RESET_CONNECTION {
-            self.core.ledger = Default::default();
+            self.forget_session_state();
             self.status = consts::SERVER_STATUS_AUTOCOMMIT;
         }
         let mut ok = Vec::with_capacity(16);
