@@ -81,7 +81,11 @@
 #                                with (default "session transaction lazy";
 #                                lazy: session mode with assign_server =
 #                                "first_statement", Sluice checking passwords)
-#                                with (default "session transaction")
+#   DRIVER_SUITES_PARALLEL=0     run the MySQL part after the PostgreSQL part
+#                                (default: both at once, as two runs of this
+#                                script, logs printed at the end)
+#   DRIVER_SUITES_RESULTS        where results go (default
+#                                target/driver-suites/results/run)
 #   SLUICE_BIN                   use this sluice binary instead of building
 #   SUITE_SUITE_*                passed through to scripts/SUITE-suite.sh
 #                                (e.g. ASYNCPG_SUITE_PYTEST_ARGS)
@@ -100,7 +104,7 @@ WITH_PGBOUNCER="${DRIVER_SUITES_PGBOUNCER:-0}"
 PG_KIND="${DRIVER_SUITES_PG:-throwaway}"
 MYSQL_KIND="${DRIVER_SUITES_MYSQL:-throwaway}"
 MYSQL_MODES="${DRIVER_SUITES_MYSQL_MODES:-session transaction lazy}"
-RESULTS="${PSYCOPG2_SUITE_CACHE:-$SL_ROOT/target/driver-suites}/results/run"
+RESULTS="${DRIVER_SUITES_RESULTS:-${PSYCOPG2_SUITE_CACHE:-$SL_ROOT/target/driver-suites}/results/run}"
 
 CHECKS_PASSED=0
 CHECKS_FAILED=0
@@ -379,6 +383,49 @@ mysql_part() {
     suites_against "${PORT_A:-}" "${PORT_B:-}" "$pid" "$log" "$MYSQL_MODES" "$@"
 }
 
+# both_parts_at_once START: the PostgreSQL part and the MySQL part, each this
+# script run again with the other part off (own setup, servers and sluice,
+# results under $RESULTS/pg and $RESULTS/mysql), at the same time: each part spends
+# most of its time waiting on round trips, so together they take little more
+# than the longer one. Their logs are printed when both are done.
+both_parts_at_once() {
+    local start=$1 part rc=0 passed=0 failed=0 line
+    local -a env_common=(DRIVER_SUITES_PARALLEL=0)
+    [[ -z "${SL_SLUICE_BIN:-}" ]] || env_common+=("SLUICE_BIN=$SL_SLUICE_BIN")
+    local -A pids=()
+    for part in pg mysql; do
+        local off=DRIVER_SUITES_MYSQL=0
+        [[ "$part" == pg ]] || off=DRIVER_SUITES_PG=0
+        mkdir -p "$RESULTS/$part"
+        env "${env_common[@]}" "$off" "DRIVER_SUITES_RESULTS=$RESULTS/$part" \
+            bash "$SCRIPT_DIR/driver-suites.sh" >"$RESULTS/$part.log" 2>&1 &
+        pids[$part]=$!
+        sl_defer "sl_stop_pid ${pids[$part]}"
+    done
+    banner "PostgreSQL and MySQL parts at once (logs: $RESULTS/pg.log, $RESULTS/mysql.log)"
+    for part in pg mysql; do
+        wait "${pids[$part]}" || rc=1
+        sl_log "$part part done after $((SECONDS - start))s"
+    done
+    for part in pg mysql; do
+        banner "$part part: $RESULTS/$part.log"
+        cat "$RESULTS/$part.log"
+        line=$(grep -E '^driver-suites: [0-9]+ passed, [0-9]+ failed$' "$RESULTS/$part.log" | tail -n 1)
+        if [[ -z "$line" ]]; then
+            failed=$((failed + 1))
+            REPORT+=("FAIL  $part part: it ended without its summary line")
+            continue
+        fi
+        read -r _ p _ f _ <<<"$line"
+        passed=$((passed + p)) failed=$((failed + f))
+    done
+    banner "summary, both parts ($((SECONDS - start))s)"
+    printf '%s\n' "${REPORT[@]}"
+    grep -h -E '^(PASS|FAIL|INFO)  ' "$RESULTS/pg.log" "$RESULTS/mysql.log" || true
+    echo "driver-suites: $passed passed, $failed failed"
+    ((rc == 0 && failed == 0 && passed > 0))
+}
+
 main() {
     local start=$SECONDS suite
     check_modes DRIVER_SUITES_MODES "$MODES"
@@ -399,6 +446,10 @@ main() {
         sl_sluice_build
     fi
 
+    if ((${#pg[@]} && ${#my[@]})) && [[ "${DRIVER_SUITES_PARALLEL:-1}" == 1 ]]; then
+        both_parts_at_once "$start"
+        return
+    fi
     banner "setup"
     for suite in "${pg[@]}" "${my[@]}"; do
         sl_run "$SCRIPT_DIR/$suite-suite.sh" --setup-only

@@ -47,9 +47,8 @@ cargo clippy --workspace --all-targets -j "$JOBS" -- -D warnings
 
 section "tests"
 if cargo nextest --version >/dev/null 2>&1; then
-    ROUTES='binary(pg_routes) | binary(my_routes) | binary(pg_patroni) | binary(routes_retry)
-        | binary(routes_outlive)
-        | binary(pg_auth_query) | binary(my_auth_query)'
+    # (the integration tests are one binary; a file's tests are FILE::name)
+    ROUTES='binary(integration) & test(/^(pg_routes|my_routes|pg_patroni|routes_retry|routes_outlive|pg_auth_query|my_auth_query)::/)'
     cargo nextest run --workspace --build-jobs "$JOBS" --test-threads "$THREADS" \
         --no-fail-fast --no-tests=warn -E "not ($ROUTES)"
     section "doctests"

@@ -1,7 +1,7 @@
 //! Metrics, health and the dashboard's API over HTTP (`[admin] http_address`): the
 //! scrape parsed by a Prometheus text parser, its numbers against a known workload.
 
-mod common;
+use crate::common;
 use common::http::get;
 use common::*;
 

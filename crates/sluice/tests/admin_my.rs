@@ -1,7 +1,7 @@
 //! The admin console over the MySQL protocol: the mariadb client and mysql_async
 //! against `[admin] mysql_address`, the commands, and who may get in.
 
-mod common;
+use crate::common;
 use common::my::*;
 use common::run_text;
 use mysql_async::prelude::Queryable;

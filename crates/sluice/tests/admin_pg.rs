@@ -1,7 +1,7 @@
 //! The admin console over PostgreSQL: psql and tokio-postgres against the virtual
 //! database `sluice` of a listener, every command, and who may get in.
 
-mod common;
+use crate::common;
 use common::*;
 use std::process::Command;
 use std::time::Duration;

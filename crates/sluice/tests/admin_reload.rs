@@ -3,7 +3,7 @@
 //! added and removed, a password changed, a rule added, TLS certificates rotated, a
 //! server added to a cluster and the old one removed (drained).
 
-mod common;
+use crate::common;
 use common::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -5,7 +5,7 @@
 //! results rendered. What is checked is that the numbers are complete and consistent;
 //! no test asserts a speed.
 
-mod common;
+use crate::common;
 
 use sluice_bench::compare::{self, CompareOptions};
 use sluice_bench::results::Results;

@@ -3,7 +3,7 @@
 //! on both protocols, in session and transaction mode, with answers larger than one
 //! watched read, and a client that leaves is noticed while its session watches.
 
-mod common;
+use crate::common;
 use common::*;
 use mysql_async::prelude::*;
 

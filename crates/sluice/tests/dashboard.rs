@@ -3,7 +3,7 @@
 //! console errors, its numbers move while a load runs, a server's state change shows,
 //! and a screenshot is kept (target/dashboard.png; docs/dashboard.png is one).
 
-mod common;
+use crate::common;
 use common::http::request;
 use common::*;
 use serde_json::{Value, json};

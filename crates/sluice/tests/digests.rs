@@ -2,7 +2,7 @@
 //! (transaction mode's plain statements run on shared connections): counts, rows
 //! sent, rows changed and errors per (digest, user, database, listener).
 
-mod common;
+use crate::common;
 
 use common::*;
 use mysql_async::prelude::*;

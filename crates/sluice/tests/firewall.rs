@@ -3,7 +3,7 @@
 //! refused, the connection goes on) or detects (they run); a deny rule applies in
 //! every mode; a user's mode beats the listener's and `[firewall]`'s.
 
-mod common;
+use crate::common;
 
 use common::*;
 use mysql_async::prelude::*;

@@ -9,13 +9,11 @@
 //! before Sluice serves it:
 //!
 //! ```text
-//! HS_CONFORMANCE_REFERENCE_ONLY=1 cargo nextest run -p sluice --test hs_conformance \
+//! HS_CONFORMANCE_REFERENCE_ONLY=1 cargo nextest run -p sluice -E "test(/^hs_conformance::/)" \
 //!     -j 1 --no-capture
 //! ```
 
-mod common;
-#[path = "common/hs.rs"]
-mod hs;
+use crate::common::hs;
 
 use hs::decode;
 use hs::{Listener, Request, escape, mismatches, parse_corpus, run_pipelined, run_sequential};

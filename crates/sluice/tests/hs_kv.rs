@@ -3,9 +3,8 @@
 //! lookups grouped into shared statements), a server that dies under a client, secrets,
 //! limits and TLS, on MariaDB (the PostgreSQL cases are in hs_kv_pg.rs).
 
-mod common;
-#[path = "common/hs_lines.rs"]
-mod lines;
+use crate::common;
+use crate::common::hs_lines as lines;
 
 use lines::{ask, client};
 use sluice_testkit::MariaDbServer;

@@ -2,9 +2,8 @@
 //! take, grouped lookups as prepared `= ANY($1)` statements surviving failures and
 //! table changes, and answers over the cap in writing batches.
 
-mod common;
-#[path = "common/hs_lines.rs"]
-mod lines;
+use crate::common;
+use crate::common::hs_lines as lines;
 
 use lines::{ask, ask_bytes, client};
 use std::sync::atomic::Ordering;

@@ -11,12 +11,11 @@
 //! tables of both servers), to check or extend the corpus:
 //!
 //! ```text
-//! HS_PORTABLE_TRANSCRIPT=1 cargo nextest run -p sluice --test hs_portable -j 1 --no-capture
+//! HS_PORTABLE_TRANSCRIPT=1 cargo nextest run -p sluice -E "test(/^hs_portable::/)" -j 1 --no-capture
 //! ```
 
-mod common;
-#[path = "common/hs.rs"]
-mod hs;
+use crate::common;
+use crate::common::hs;
 
 use hs::{Listener, Request, escape, mismatches, parse_corpus, run_pipelined, run_sequential};
 use sluice_testkit::{MariaDbServer, PgServer};

@@ -4,7 +4,7 @@
 //! reach that connection, and it knows itself by Sluice's process id, which
 //! `pg_backend_pid()` and cancel requests answer to. Both protocols.
 
-mod common;
+use crate::common;
 use common::*;
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! authentication over plain TCP with the RSA key exchange and over TLS, then its fast
 //! path), and logs in to the server with the user's server credentials.
 
-mod common;
+use crate::common;
 
 use common::my::*;
 use common::{addr, sluice};

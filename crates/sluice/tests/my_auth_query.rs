@@ -6,7 +6,7 @@
 //! yields, so a split route sends their reads to a replica and writes to the primary,
 //! and transaction-mode sessions follow a promotion without reconnecting.
 
-mod common;
+use crate::common;
 
 use common::my::*;
 use common::{addr, sluice};

@@ -3,7 +3,7 @@
 //! mid-query, an exhausted pool. Each gets a MySQL error (or a clean close) and no other
 //! client notices.
 
-mod common;
+use crate::common;
 
 use common::my::*;
 use common::{addr, sluice};

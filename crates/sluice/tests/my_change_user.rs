@@ -2,7 +2,7 @@
 //! moves it to the new user's pool; with pass-through auth the server checks it, and
 //! the connection, logged in as another user, never goes back to the old user's pool.
 
-mod common;
+use crate::common;
 
 use common::my::*;
 use common::{addr, sluice};

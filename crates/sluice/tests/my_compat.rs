@@ -2,7 +2,7 @@
 //! case with a test: KILL of another user's thread by a user allowed to, and the
 //! server closing an idle session (wait_timeout).
 
-mod common;
+use crate::common;
 use common::my::*;
 use common::{addr, sluice};
 use mysql_async::prelude::Queryable;

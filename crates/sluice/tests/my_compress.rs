@@ -6,7 +6,7 @@
 //! A counting forwarder in front of Sluice shows that what reaches the client really is
 //! compressed.
 
-mod common;
+use crate::common;
 
 use bytes::{Buf, BytesMut};
 use common::my::*;

@@ -2,7 +2,7 @@
 //! shuffled server list (@@read_only), reads on the replica and off it once its SQL
 //! thread stops, a promotion followed, no writes while no primary is known.
 
-mod common;
+use crate::common;
 
 use common::my::*;
 use common::{addr, sluice};

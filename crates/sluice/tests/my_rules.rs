@@ -1,7 +1,7 @@
 //! Query rules on MariaDB: block (ERR 1142, the connection goes on), rewrite, kind,
 //! listener and database fields, through text queries and prepared statements.
 
-mod common;
+use crate::common;
 
 use common::my::*;
 use mysql_async::prelude::*;

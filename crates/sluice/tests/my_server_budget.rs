@@ -1,7 +1,7 @@
 //! Server connections are a shared, capped resource, on MySQL too: many users' pools
 //! keeping idle connections must not use up the server's `max_connections`.
 
-mod common;
+use crate::common;
 use common::my::*;
 use common::{addr, sluice};
 use mysql_async::prelude::Queryable;

@@ -2,7 +2,7 @@
 //! protocol, multi-statements with several result sets, 16 MiB+ packets both ways, TLS
 //! towards the client, and the server's own errors for a wrong password or database.
 
-mod common;
+use crate::common;
 
 use common::my::*;
 use common::{addr, sluice};

@@ -1,7 +1,7 @@
 //! Timeouts on the MySQL side: a login that never finishes, a client idle inside a
 //! transaction, a statement that runs too long, a client idle between transactions.
 
-mod common;
+use crate::common;
 use common::my::*;
 use common::{addr, sluice};
 use mysql_async::prelude::Queryable;

@@ -2,7 +2,7 @@
 //! errors, warnings, LOAD DATA LOCAL INFILE, prepared SQL statements) whose output must
 //! match the same script run directly against the server.
 
-mod common;
+use crate::common;
 use common::my::*;
 use common::{addr, sluice};
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! settings (replayed), user variables, temporary tables, prepared statements and
 //! LAST_INSERT_ID() (pinned or kept), and their transactions.
 
-mod common;
+use crate::common;
 
 use common::my::*;
 use common::{addr, sluice};

@@ -5,7 +5,7 @@
 //! reads to a replica and writes to the primary, and transaction-mode sessions follow a
 //! promotion without reconnecting.
 
-mod common;
+use crate::common;
 
 use common::{addr, connect, sluice, sqlstate};
 use sluice_testkit::{PgAuth, PgOptions, PgServer};

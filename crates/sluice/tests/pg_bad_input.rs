@@ -2,7 +2,7 @@
 //! types, protocol violations, failed logins, a server killed mid-query, a client that
 //! vanishes mid-COPY. None may panic, hang or disturb other clients.
 
-mod common;
+use crate::common;
 use common::*;
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! junk instead of a startup packet. In session mode a client must not be able to tell
 //! Sluice from the server; in transaction mode as little as pooling allows.
 
-mod common;
+use crate::common;
 use bytes::BytesMut;
 use common::*;
 use postgres_protocol::message::frontend as fe;

@@ -3,7 +3,7 @@
 //! switchover` and the election after a SIGKILL of the leader, with no change to its
 //! configuration.
 
-mod common;
+use crate::common;
 
 use common::{addr, connect, sluice};
 use sluice_testkit::PatroniCluster;

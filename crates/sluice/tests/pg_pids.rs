@@ -2,7 +2,7 @@
 //! must agree with what `pg_backend_pid()` answers it, with the sender pid of its
 //! notifications, and with what other clients can cancel and terminate.
 
-mod common;
+use crate::common;
 use common::*;
 use std::time::Duration;
 

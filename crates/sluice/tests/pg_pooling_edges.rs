@@ -3,7 +3,7 @@
 //! temp tables, errors in re-prepares, statement-cache desyncs, COPY errors, large
 //! messages, and the order of answers Sluice gives itself.
 
-mod common;
+use crate::common;
 use bytes::BytesMut;
 use common::*;
 use postgres_protocol::message::frontend as fe;

@@ -2,9 +2,8 @@
 //! shuffled server list, reads spread over the replicas and kept off a lagging one, a
 //! promotion followed, no writes while no primary (or two) is known.
 
-mod common;
-#[path = "common/hs_lines.rs"]
-mod lines;
+use crate::common;
+use crate::common::hs_lines as lines;
 
 use common::{addr, connect, sluice, sqlstate};
 use sluice_testkit::PgServer;

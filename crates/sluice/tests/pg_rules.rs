@@ -1,7 +1,7 @@
 //! Query rules on PostgreSQL: each match field and action that runs on one server,
 //! through simple and prepared statements, in both pool modes.
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -2,7 +2,7 @@
 //! covered everywhere else: md5, cleartext and trust here), and cancel in transaction
 //! mode reaching the connection the client holds.
 
-mod common;
+use crate::common;
 use common::*;
 use sluice_testkit::{PgAuth, PgOptions, PgServer};
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Server connections are a shared, capped resource: pools of many users and databases
 //! keeping idle connections must not use up the server's `max_connections`.
 
-mod common;
+use crate::common;
 use common::*;
 use sluice_testkit::{PgOptions, PgServer};
 use std::time::Duration;

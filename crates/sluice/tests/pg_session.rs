@@ -1,7 +1,7 @@
 //! Session pooling with pass-through auth against a real PostgreSQL server, driven by
 //! tokio-postgres and a raw protocol client.
 
-mod common;
+use crate::common;
 use common::*;
 use futures_util::{SinkExt, StreamExt};
 

@@ -2,7 +2,7 @@
 //! client idle inside a transaction, a statement that runs too long, a client idle
 //! between transactions.
 
-mod common;
+use crate::common;
 use common::*;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

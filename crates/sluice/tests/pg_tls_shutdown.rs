@@ -1,7 +1,7 @@
 //! TLS on both sides (psql with sslmode=require towards Sluice, verify-full towards the
 //! server), refusal of bytes sent before the TLS handshake, and the graceful drain.
 
-mod common;
+use crate::common;
 use common::*;
 use std::process::Command;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! same script run directly, and pgbench in transaction mode with more clients than
 //! pooled server connections.
 
-mod common;
+use crate::common;
 use common::*;
 use std::net::SocketAddr;
 use std::process::Command;

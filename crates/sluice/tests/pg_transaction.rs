@@ -1,7 +1,7 @@
 //! Transaction pooling against a real PostgreSQL server: prepared statements across
 //! pooled connections, the session-state ledger (SET replay, pins), pool exhaustion.
 
-mod common;
+use crate::common;
 use common::*;
 use sluice::session::PinReason;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! gone, and a client that was idle in it learns so from its next statement, which does
 //! not run.
 
-mod common;
+use crate::common;
 
 use common::my::{APP_PW, APP_USER, opts};
 use common::{addr, connect, sluice, sqlstate};

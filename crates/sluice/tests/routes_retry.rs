@@ -4,7 +4,7 @@
 //! write, that may have reached a server is never sent again: its client gets an
 //! error.
 
-mod common;
+use crate::common;
 
 use common::my::{APP_PW, APP_USER, opts};
 use common::{addr, connect, sluice};

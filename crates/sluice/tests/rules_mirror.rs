@@ -2,7 +2,7 @@
 //! on another cluster, its answer dropped; the client's own statements are unaffected,
 //! under load and when every mirrored copy fails.
 
-mod common;
+use crate::common;
 
 use mysql_async::prelude::*;
 use std::sync::atomic::Ordering;

@@ -5,7 +5,7 @@
 //! transaction that would need both clusters gets the cross-cluster error and nothing
 //! of it commits.
 
-mod common;
+use crate::common;
 
 use mysql_async::prelude::*;
 

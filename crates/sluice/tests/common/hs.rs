@@ -366,7 +366,7 @@ impl Sluice {
             .enable_all()
             .build()
             .unwrap();
-        let handle = rt.block_on(super::common::sluice(config_text));
+        let handle = rt.block_on(super::sluice(config_text));
         Sluice {
             rt,
             handle: Some(handle),
@@ -380,8 +380,8 @@ impl Sluice {
             hello: None,
             name: "sluice",
             db,
-            read: super::common::addr(h, "hs_read"),
-            write: super::common::addr(h, "hs_write"),
+            read: super::addr(h, "hs_read"),
+            write: super::addr(h, "hs_write"),
         }
     }
 }

@@ -3,6 +3,8 @@
 //! client for sending exactly the bytes a test needs.
 #![allow(dead_code)]
 
+pub mod hs;
+pub mod hs_lines;
 pub mod http;
 pub mod my;
 
