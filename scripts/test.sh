@@ -65,8 +65,11 @@ fi
 # build, dependencies at opt-level 1; they check behaviour, not speed): a release
 # build of their own would cost the run several minutes. SLUICE_BIN chooses another
 # binary (e.g. target/release/sluice).
+# (The integration tests built it: target/debug/sluice. `cargo build -p sluice` would
+# build it again, and a dozen dependencies with it, for the features the package
+# alone selects: about 90 s.)
 if [ -z "${SLUICE_BIN:-}" ]; then
-    cargo build -p sluice -j "$JOBS"
+    [ -x target/debug/sluice ] || cargo build -p sluice -j "$JOBS"
     export SLUICE_BIN="$PWD/target/debug/sluice"
 fi
 
