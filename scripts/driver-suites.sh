@@ -392,7 +392,7 @@ both_parts_at_once() {
     local start=$1 part rc=0 passed=0 failed=0 line
     local -a env_common=(DRIVER_SUITES_PARALLEL=0)
     [[ -z "${SL_SLUICE_BIN:-}" ]] || env_common+=("SLUICE_BIN=$SL_SLUICE_BIN")
-    local -A pids=()
+    local -A pids=() slots=()
     for part in pg mysql; do
         local off=DRIVER_SUITES_MYSQL=0
         [[ "$part" == pg ]] || off=DRIVER_SUITES_PG=0
@@ -400,17 +400,21 @@ both_parts_at_once() {
         env "${env_common[@]}" "$off" "DRIVER_SUITES_RESULTS=$RESULTS/$part" \
             bash "$SCRIPT_DIR/driver-suites.sh" >"$RESULTS/$part.log" 2>&1 &
         pids[$part]=$!
-        sl_defer "sl_stop_pid ${pids[$part]}"
+        # (A part's own cleanup stops its suite, Sluice and servers: up to a minute.)
+        slots[$part]=${#SL_CLEANUP[@]}
+        sl_defer "sl_stop_pid ${pids[$part]} 120"
     done
     banner "PostgreSQL and MySQL parts at once (logs: $RESULTS/pg.log, $RESULTS/mysql.log)"
     for part in pg mysql; do
         wait "${pids[$part]}" || rc=1
+        SL_CLEANUP[${slots[$part]}]=":"
         sl_log "$part part done after $((SECONDS - start))s"
     done
     for part in pg mysql; do
         banner "$part part: $RESULTS/$part.log"
         cat "$RESULTS/$part.log"
-        line=$(grep -E '^driver-suites: [0-9]+ passed, [0-9]+ failed$' "$RESULTS/$part.log" | tail -n 1)
+        line=$(grep -E '^driver-suites: [0-9]+ passed, [0-9]+ failed$' "$RESULTS/$part.log" | tail -n 1) ||
+            line=""
         if [[ -z "$line" ]]; then
             failed=$((failed + 1))
             REPORT+=("FAIL  $part part: it ended without its summary line")

@@ -69,8 +69,9 @@ fi
 # build it again, and a dozen dependencies with it, for the features the package
 # alone selects: about 90 s.)
 if [ -z "${SLUICE_BIN:-}" ]; then
-    [ -x target/debug/sluice ] || cargo build -p sluice -j "$JOBS"
-    export SLUICE_BIN="$PWD/target/debug/sluice"
+    target_dir=${CARGO_TARGET_DIR:-$PWD/target}
+    [ -x "$target_dir/debug/sluice" ] || cargo build -p sluice -j "$JOBS"
+    export SLUICE_BIN="$target_dir/debug/sluice"
 fi
 
 section "driver suites"
