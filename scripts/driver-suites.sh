@@ -389,7 +389,7 @@ mysql_part() {
 # most of its time waiting on round trips, so together they take little more
 # than the longer one. Their logs are printed when both are done.
 both_parts_at_once() {
-    local start=$1 part rc=0 passed=0 failed=0 line
+    local start=$1 part rc=0 passed=0 failed=0 line p f
     local -a env_common=(DRIVER_SUITES_PARALLEL=0)
     [[ -z "${SL_SLUICE_BIN:-}" ]] || env_common+=("SLUICE_BIN=$SL_SLUICE_BIN")
     local -A pids=() slots=()
