@@ -189,10 +189,21 @@ pub const ER_NET_UNCOMPRESS_ERROR: u16 = 1157;
 pub const ER_UNKNOWN_STMT_HANDLER: u16 = 1243;
 pub const ER_QUERY_INTERRUPTED: u16 = 1317;
 pub const ER_MALFORMED_PACKET: u16 = 1835;
-/// A client-side code, also used by proxies for a lost server connection.
-pub const CR_SERVER_LOST: u16 = 2013;
-/// "Can't connect to MySQL server" (client-side code).
-pub const CR_CONN_HOST_ERROR: u16 = 2003;
+/// MariaDB's "Connection was killed". Sluice's code too for a statement whose server
+/// connection was lost under it (its outcome unknown).
+pub const ER_CONNECTION_KILLED: u16 = 1927;
+/// No server can take the statement ("can't connect": it never ran). The code ProxySQL
+/// gives for a hostgroup it cannot reach; outside every range a client library keeps.
+pub const ER_NO_SERVER: u16 = 9001;
+
+/// Whether `code` is one that client libraries keep for errors of their own (MySQL's
+/// 2000–2999, such as 2013 "Lost connection", and MariaDB Connector/C's 5000–5999).
+/// MariaDB Connector/C 3.3.9 and later (CONC-648) take an ERR packet from the server
+/// carrying one for a forgery and report "Received malformed packet" instead: no ERR
+/// that Sluice writes may carry one.
+pub fn is_client_code(code: u16) -> bool {
+    matches!(code, 2000..=2999 | 5000..=5999)
+}
 
 /// The SQLSTATE of the error numbers above (`HY000`, "general error", for others).
 pub fn sqlstate(code: u16) -> &'static [u8; 5] {
@@ -206,7 +217,7 @@ pub fn sqlstate(code: u16) -> &'static [u8; 5] {
         | ER_NET_PACKETS_OUT_OF_ORDER
         | ER_NET_UNCOMPRESS_ERROR
         | ER_MALFORMED_PACKET => b"08S01",
-        ER_QUERY_INTERRUPTED => b"70100",
+        ER_QUERY_INTERRUPTED | ER_CONNECTION_KILLED => b"70100",
         _ => b"HY000",
     }
 }
@@ -277,7 +288,9 @@ mod tests {
         assert_eq!(MARIADB_CLIENT_CACHE_METADATA >> 32, 0x10);
         assert_eq!(sqlstate(ER_ACCESS_DENIED_ERROR), b"28000");
         assert_eq!(sqlstate(ER_NET_PACKETS_OUT_OF_ORDER), b"08S01");
-        assert_eq!(sqlstate(CR_SERVER_LOST), b"HY000");
+        assert_eq!(sqlstate(ER_NO_SERVER), b"HY000");
+        assert!(is_client_code(2013) && is_client_code(5001));
+        assert!(!is_client_code(ER_CONNECTION_KILLED) && !is_client_code(ER_NO_SERVER));
         assert_eq!(sqlstate(ER_CON_COUNT_ERROR), b"08004");
     }
 }

@@ -234,6 +234,10 @@ impl PrepareOk {
 
 /// Writes an ERR packet payload.
 pub fn encode_err(out: &mut impl BufMut, code: u16, sqlstate: &[u8; 5], message: &[u8]) {
+    debug_assert!(
+        !crate::consts::is_client_code(code),
+        "client-side code {code}"
+    );
     out.put_u8(ERR);
     out.put_u16_le(code);
     out.put_u8(b'#');
@@ -245,6 +249,10 @@ pub fn encode_err(out: &mut impl BufMut, code: u16, sqlstate: &[u8; 5], message:
 /// any capability is agreed: no SQLSTATE (clients would show the marker as part of
 /// the message).
 pub fn encode_err_before_greeting(out: &mut impl BufMut, code: u16, message: &[u8]) {
+    debug_assert!(
+        !crate::consts::is_client_code(code),
+        "client-side code {code}"
+    );
     out.put_u8(ERR);
     out.put_u16_le(code);
     out.put_slice(message);

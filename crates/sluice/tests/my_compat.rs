@@ -1,6 +1,6 @@
 //! What real MySQL/MariaDB drivers saw differently through Sluice than directly, each
-//! case with a test: KILL of another user's thread by a user allowed to, and the
-//! server closing an idle session (wait_timeout).
+//! case with a test: KILL of another user's thread by a user allowed to, KILL of its
+//! own connection, and the server closing an idle session (wait_timeout).
 
 use crate::common;
 use common::my::*;
@@ -88,6 +88,39 @@ async fn kill_across_users_is_the_servers_decision() {
         let n: Option<i64> = stranger.query_first("SELECT 3").await.unwrap();
         assert_eq!(n, Some(3));
     }
+}
+
+/// A client kills its own connection with its next statement already sent (or sent
+/// before it sees the socket close): as directly, the KILL's answer is ERR 1927, then
+/// the connection ends with nothing more in it. A session holding a server connection
+/// (session mode; transaction mode with autocommit off) used to pass the next statement
+/// to the dying connection and answer it with 2013, which MariaDB Connector/C (3.3.9 and
+/// later) reports as "Received malformed packet" (Connector/Python's test_conpy278).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_its_own_connection_ends_it_as_directly() {
+    let db = mariadb();
+    let h = sluice(&config_text(&db, 4, "5s", "")).await;
+    let direct: std::net::SocketAddr = format!("127.0.0.1:{}", db.port()).parse().unwrap();
+    let off = Some("SET AUTOCOMMIT = 0");
+    for (a, setup) in [
+        (direct, off),
+        (addr(&h, "session"), None),
+        (addr(&h, "tx"), off),
+        (addr(&h, "tx"), None),
+    ] {
+        let mut c = RawMy::login(a, APP_USER, APP_PW).await;
+        if let Some(sql) = setup {
+            assert_eq!(c.query_value(sql).await, None);
+        }
+        let kill = format!("KILL {}", c.id);
+        c.send_queries(&[&kill, "SET @a := 1"]).await;
+        let (seq, code, msg) = c.read_err().await;
+        assert_eq!((seq, code), (1, 1927), "{a} {setup:?}: {msg}");
+        assert_eq!(c.read().await, None, "{a} {setup:?}: nothing after it");
+    }
+    let mut c = connect(addr(&h, "tx")).await;
+    let n: Option<i64> = c.query_first("SELECT 5").await.unwrap();
+    assert_eq!(n, Some(5));
 }
 
 /// The server closes a session idle past its wait_timeout: the client finds the

@@ -434,8 +434,9 @@ impl SqlConn {
 }
 
 /// Whether an error from `op` means the connection cannot go on. A PostgreSQL FATAL and
-/// MySQL's 2013 / 2006 (lost connection, server gone, as a proxy says it) count even
-/// before the client has seen the socket close (it is closing).
+/// MySQL's 2013 / 2006 (lost connection, server gone, as some proxies say it) or 1927
+/// (connection killed, as MariaDB and Sluice say it) count even before the client has
+/// seen the socket close (it is closing).
 pub fn fatal(conn: &SqlConn, e: &anyhow::Error) -> bool {
     if conn.is_closed() {
         return true;
@@ -444,7 +445,7 @@ pub fn fatal(conn: &SqlConn, e: &anyhow::Error) -> bool {
         c.downcast_ref::<mysql_async::Error>()
             .is_some_and(|m| match m {
                 mysql_async::Error::Io(_) | mysql_async::Error::Driver(_) => true,
-                mysql_async::Error::Server(s) => matches!(s.code, 2006 | 2013),
+                mysql_async::Error::Server(s) => matches!(s.code, 1927 | 2006 | 2013),
                 _ => false,
             })
             || c.downcast_ref::<tokio_postgres::Error>()

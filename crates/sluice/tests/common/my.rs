@@ -147,6 +147,8 @@ pub struct RawMy {
     pub buf: bytes::BytesMut,
     /// The scramble of the greeting it logged in with.
     pub scramble: Vec<u8>,
+    /// The connection id the greeting gave.
+    pub id: u32,
 }
 
 impl RawMy {
@@ -164,10 +166,12 @@ impl RawMy {
             s,
             buf: bytes::BytesMut::new(),
             scramble: Vec::new(),
+            id: 0,
         };
         let (_, hello) = r.read().await.expect("greeting");
         let hs = HandshakeV10::parse(&hello).expect("handshake");
         r.scramble = hs.scramble().to_vec();
+        r.id = hs.connection_id;
         let caps = CLIENT_PROTOCOL_41
             | CLIENT_SECURE_CONNECTION
             | CLIENT_PLUGIN_AUTH
@@ -202,6 +206,17 @@ impl RawMy {
         let mut seq = seq;
         sluice_wire_mysql::packet::write_packet(&mut out, &mut seq, payload);
         self.s.write_all(&out).await.unwrap();
+    }
+
+    /// Sends text queries in one write, without waiting for answers.
+    pub async fn send_queries(&mut self, sqls: &[&str]) {
+        let mut out = bytes::BytesMut::new();
+        for sql in sqls {
+            let mut p = vec![0x03];
+            p.extend_from_slice(sql.as_bytes());
+            sluice_wire_mysql::packet::write_packet(&mut out, &mut 0, &p);
+        }
+        self.send_raw(&out).await;
     }
 
     pub async fn send_raw(&mut self, bytes: &[u8]) {
@@ -458,14 +473,14 @@ pub async fn login_tls_in_one_write(
 
 /// Waits (up to `secs`) until the session `c` answers from the server on `port`: a
 /// transaction-mode session following a promotion without reconnecting. Until the
-/// checker has seen it, a statement may get "can't connect" (2003): the session goes on.
+/// checker has seen it, a statement may get "no server" (9001): the session goes on.
 pub async fn until_on(c: &mut mysql_async::Conn, port: u16, secs: u64) {
     use mysql_async::prelude::Queryable;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
     loop {
         match c.query_first::<u16, _>("SELECT @@port").await {
             Ok(Some(p)) if p == port => return,
-            Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 2003, "{e:?}"),
+            Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 9001, "{e:?}"),
             other => panic!("unexpected {other:?}"),
         }
         assert!(

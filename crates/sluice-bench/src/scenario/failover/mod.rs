@@ -250,8 +250,8 @@ where
 }
 
 /// Whether a connection is gone after `e`: closed, or a lost-connection error (MySQL
-/// 2013 / 2006, which a proxy sends for a statement whose server died while it keeps
-/// the session) after which it does not answer a ping.
+/// 1927, 2013 or 2006, which a proxy sends for a statement whose server died while it
+/// keeps the session) after which it does not answer a ping.
 async fn gone(c: &mut SqlConn, e: &anyhow::Error) -> bool {
     if !fatal(c, e) {
         return false;

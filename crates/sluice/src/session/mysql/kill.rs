@@ -233,22 +233,25 @@ pub(super) enum KillWait {
 }
 
 impl KillWait {
-    /// The server answered the KILL (`ok`: successfully), or never will.
-    pub(super) fn answered(self, ok: bool) {
+    /// The server answered the KILL (`ok`: successfully), or never will. The target
+    /// of a KILL CONNECTION of its server connection is returned.
+    pub(super) fn answered(self, ok: bool) -> Option<Arc<Registered>> {
         match self {
-            KillWait::Nothing => {}
-            KillWait::Aimed(t) => t.done(),
+            KillWait::Nothing => None,
+            KillWait::Aimed(t) => {
+                t.done();
+                let killed = t.state.lock().killed;
+                killed.then_some(t)
+            }
             KillWait::Allowed { target, connection } => {
                 if ok && connection {
                     target.close();
                 }
+                None
             }
         }
     }
 }
-
-/// The server's error to a client whose connection was killed.
-const ER_CONNECTION_KILLED: u16 = 1927;
 
 /// What to do with a KILL.
 pub(super) enum Kill {
@@ -329,7 +332,7 @@ impl super::Relay {
             super::errors::queue_err(
                 &mut self.core.io.to_client,
                 1,
-                ER_CONNECTION_KILLED,
+                consts::ER_CONNECTION_KILLED,
                 "70100",
                 "Connection was killed",
             );

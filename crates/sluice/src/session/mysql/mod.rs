@@ -679,8 +679,13 @@ impl Relay {
                     self.client_done(cmd, ok, effects, &head);
                 }
                 Some(Origin::Kill) => {
-                    if let Some(k) = self.kills.pop_front() {
-                        k.answered(ok);
+                    let killed = self.kills.pop_front().and_then(|k| k.answered(ok));
+                    if killed.is_some_and(|t| Arc::ptr_eq(&t, &self.s.kill.entry)) {
+                        // The client killed its own connection: the server closes it
+                        // after this answer (1927), and the session ends with it now,
+                        // as the server's own would (a statement sent on meanwhile
+                        // would only reach a dying connection).
+                        return Err(End::ServerClosed);
                     }
                 }
                 _ => {}
