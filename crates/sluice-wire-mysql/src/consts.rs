@@ -56,9 +56,11 @@ pub const MARIADB_CLIENT_CACHE_METADATA: u64 = 1 << 36;
 
 /// The capabilities a proxy built on this crate relays end to end: it offers a client at
 /// most these (and only those the server has too), and asks a server for no others.
-/// Left out: compression (each leg has its own, see [`COMPRESSION_CAPS`]), MariaDB's progress reports, COM_MULTI, bulk execution and
-/// metadata caching, MySQL's optional metadata and query attributes; TLS is negotiated
-/// separately on each leg.
+/// Left out: compression (each leg has its own, see [`COMPRESSION_CAPS`]), MariaDB's
+/// progress reports, COM_MULTI and metadata caching, MySQL's optional metadata and
+/// query attributes; TLS is negotiated separately on each leg. MariaDB's bulk execution
+/// (COM_STMT_BULK_EXECUTE) is relayed; a proxy asks every server connection for it, so
+/// that any client that has it may run it on any connection of its pool.
 pub const SLUICE_CAPS: u64 = CLIENT_LONG_PASSWORD
     | CLIENT_FOUND_ROWS
     | CLIENT_LONG_FLAG
@@ -82,7 +84,14 @@ pub const SLUICE_CAPS: u64 = CLIENT_LONG_PASSWORD
     | CLIENT_CAN_HANDLE_EXPIRED_PASSWORDS
     | CLIENT_SESSION_TRACK
     | CLIENT_DEPRECATE_EOF
-    | MARIADB_CLIENT_EXTENDED_TYPE_INFO;
+    | MARIADB_CLIENT_EXTENDED_TYPE_INFO
+    | MARIADB_CLIENT_STMT_BULK_OPERATIONS;
+
+/// COM_STMT_BULK_EXECUTE's flags (the two bytes after the statement id): the
+/// parameter types follow (2 bytes a parameter); the server answers each row's outcome
+/// (MariaDB 11.5 and later).
+pub const STMT_BULK_FLAG_SEND_TYPES_TO_SERVER: u16 = 128;
+pub const STMT_BULK_FLAG_SEND_UNIT_RESULTS: u16 = 64;
 
 /// The compressed protocol: agreed on each leg by itself (Sluice offers it to every
 /// client, and asks a server for it where configured).

@@ -24,6 +24,7 @@ mod lazy_session;
 mod my_auth;
 mod my_auth_query;
 mod my_bad_input;
+mod my_bulk;
 mod my_change_user;
 mod my_compat;
 mod my_compress;

@@ -116,7 +116,11 @@ pub async fn login(op: &Opener) -> std::result::Result<(ServerConn, HandshakeV10
             "malformed handshake from server",
         )
     })?;
+    // (Bulk execution changes no answer, and a client of the pool that has it may send
+    // it on this connection, whoever opened it.)
+    let bulk = hs.capabilities & consts::MARIADB_CLIENT_STMT_BULK_OPERATIONS;
     let mut caps = op.caps & hs.capabilities & consts::SLUICE_CAPS
+        | bulk
         | consts::CLIENT_PROTOCOL_41
         | consts::CLIENT_SECURE_CONNECTION
         | consts::CLIENT_PLUGIN_AUTH;

@@ -199,17 +199,28 @@ pub fn run(
 impl Relay {
     /// No request of this client is being served and no packet is half through.
     fn idle(&self) -> bool {
+        self.between_commands() && self.core.io.to_server.is_empty()
+    }
+
+    /// No answer expected or half read, no command half sent.
+    fn between_commands(&self) -> bool {
         self.core.muxed.is_none()
             && self.tracker.is_idle()
             && self.incoming == Incoming::Command
             && !self.c_cont
             && !self.s_cont
-            && self.core.io.to_server.is_empty()
     }
 
     /// Idle, and the server sent nothing unasked.
     fn at_rest(&self) -> bool {
-        self.idle()
+        self.all_answered() && self.core.io.to_server.is_empty()
+    }
+
+    /// Every answer the session waits for is in, and the server sent nothing unasked
+    /// (packets that get no answer, a statement cache's COM_STMT_CLOSE, may still be on
+    /// their way out: what a command waiting for the answers before it asks).
+    fn all_answered(&self) -> bool {
+        self.between_commands()
             && self.origins.is_empty()
             && self.core.lease.as_ref().is_none_or(|l| l.rbuf.is_empty())
     }
@@ -260,7 +271,9 @@ impl Relay {
             }
             if !self.c_cont {
                 self.c_logical = 0;
-                if self.incoming == Incoming::Command && self.wait_for_rest() {
+                if self.incoming == Incoming::Command
+                    && (self.wait_for_rest() || self.direct_execution(len))
+                {
                     return Ok(());
                 }
                 if self.incoming == Incoming::Command {
@@ -678,6 +691,7 @@ impl Relay {
                     let head = head.to_vec();
                     self.client_done(cmd, ok, effects, &head);
                 }
+                Some(Origin::ClientPrepare { .. }) if !ok => self.stmts.prepare_failed(),
                 Some(Origin::Kill) => {
                     let killed = self.kills.pop_front().and_then(|k| k.answered(ok));
                     if killed.is_some_and(|t| Arc::ptr_eq(&t, &self.s.kill.entry)) {

@@ -16,9 +16,11 @@ impl Relay {
             // A prepare changes nothing: any server can describe the statement.
             consts::COM_STMT_PREPARE => Class::Read,
             // An execute runs where its text says (the client's statement, by its id).
-            consts::COM_STMT_EXECUTE => super::state::stmt_id(payload)
-                .and_then(|id| self.stmts.get(&id))
-                .map_or(Class::Write, |st| st.class()),
+            consts::COM_STMT_EXECUTE | consts::COM_STMT_BULK_EXECUTE => {
+                super::state::stmt_id(payload)
+                    .and_then(|id| self.stmts.get(&id))
+                    .map_or(Class::Write, |st| st.class())
+            }
             _ => Class::Write,
         }
     }

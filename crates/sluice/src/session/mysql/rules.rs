@@ -68,10 +68,11 @@ impl Relay {
                 }
                 j
             }
-            consts::COM_STMT_EXECUTE | consts::COM_STMT_CLOSE => {
+            consts::COM_STMT_EXECUTE | consts::COM_STMT_BULK_EXECUTE | consts::COM_STMT_CLOSE => {
                 let id = cbuf.get(4..4 + len).and_then(super::state::stmt_id);
+                let runs = cmd != consts::COM_STMT_CLOSE;
                 match id.and_then(|id| self.stmts.get(&id)) {
-                    Some(st) if cmd == consts::COM_STMT_EXECUTE => {
+                    Some(st) if runs => {
                         match judge::judge(
                             &mut self.core,
                             &st.sql,
@@ -86,7 +87,7 @@ impl Relay {
                     // Session mode: the statement's digest is known by its id.
                     None => {
                         let name = id.unwrap_or_default().to_le_bytes();
-                        if cmd == consts::COM_STMT_EXECUTE {
+                        if runs {
                             judge::recall(&mut self.core, &name);
                         } else {
                             judge::forget(&mut self.core, &name);
@@ -142,7 +143,7 @@ impl Relay {
     /// order.
     pub(super) fn wait_for_rest(&mut self) -> bool {
         let strict = self.core.judging.as_deref().is_some_and(|j| j.strict());
-        if strict && !self.at_rest() {
+        if strict && !self.all_answered() {
             self.wait_rest = true;
             self.blocked = true;
             return true;
@@ -152,7 +153,7 @@ impl Relay {
 
     /// The answers a pipelined command waited for are in: whether it may go on.
     pub(super) fn rested(&mut self) -> bool {
-        if self.wait_rest && self.at_rest() {
+        if self.wait_rest && self.all_answered() {
             self.wait_rest = false;
             self.blocked = false;
             return true;

@@ -264,6 +264,7 @@ pub(super) fn is_stmt_command(cmd: u8) -> bool {
     matches!(
         cmd,
         consts::COM_STMT_EXECUTE
+            | consts::COM_STMT_BULK_EXECUTE
             | consts::COM_STMT_SEND_LONG_DATA
             | consts::COM_STMT_CLOSE
             | consts::COM_STMT_RESET
@@ -294,5 +295,6 @@ pub(super) fn known_command(cmd: u8) -> bool {
             | consts::COM_REFRESH
             | consts::COM_DEBUG
             | consts::COM_PROCESS_INFO
+            | consts::COM_STMT_BULK_EXECUTE
     )
 }

@@ -45,6 +45,9 @@ impl ClientStmt {
 #[derive(Default)]
 pub(super) struct ClientStmts {
     next: u32,
+    /// The statement the client prepared last, if that prepare succeeded and it is not
+    /// closed (0: none): what MariaDB's statement id 0xFFFFFFFF names.
+    last: u32,
     /// (Boxed, and None when empty: most sessions hold none, and every one holds this.)
     #[expect(
         clippy::box_collection,
@@ -57,7 +60,13 @@ impl ClientStmts {
     pub fn add(&mut self, s: ClientStmt) -> u32 {
         self.next = self.next.wrapping_add(1).max(1);
         self.map.get_or_insert_default().insert(self.next, s);
+        self.last = self.next;
         self.next
+    }
+
+    /// The client's last prepare failed: id 0xFFFFFFFF names nothing.
+    pub fn prepare_failed(&mut self) {
+        self.last = 0;
     }
 
     pub fn get(&self, vid: &u32) -> Option<&ClientStmt> {
@@ -69,6 +78,9 @@ impl ClientStmts {
     }
 
     pub fn remove(&mut self, vid: &u32) -> Option<ClientStmt> {
+        if *vid == self.last {
+            self.last = 0;
+        }
         let map = self.map.as_mut()?;
         let gone = map.remove(vid);
         if map.is_empty() {
@@ -89,7 +101,43 @@ pub(super) fn hash(sql: &[u8]) -> u128 {
     xxhash_rust::xxh3::xxh3_128(sql)
 }
 
+/// The statement id of MariaDB's direct execution: "the statement prepared last".
+const LAST_PREPARED: u32 = u32::MAX;
+
 impl Relay {
+    /// MariaDB's direct execution: a statement command naming id 0xFFFFFFFF means the
+    /// statement the client prepared last (Connector/C sends a COM_STMT_PREPARE and an
+    /// execute of that id in one go, to servers with bulk operations). In transaction
+    /// mode the ids are Sluice's: such a command (`len` payload bytes at the start of
+    /// the client buffer) waits for the answers before it, then names the client's id
+    /// for that statement (none, after a failed prepare: the "unknown handler" error
+    /// follows, as from the server). True: it waits.
+    pub(super) fn direct_execution(&mut self, len: usize) -> bool {
+        if self.core.mode != sluice_config::PoolMode::Transaction {
+            return false;
+        }
+        let payload = &self.core.io.cbuf[4..4 + len];
+        let named = payload
+            .first()
+            .is_some_and(|c| super::state::is_stmt_command(*c))
+            && super::state::stmt_id(payload) == Some(LAST_PREPARED);
+        if !named {
+            return false;
+        }
+        if !self.all_answered() {
+            self.wait_rest = true;
+            self.blocked = true;
+            return true;
+        }
+        let last = self.stmts.last;
+        if last != 0
+            && let Some(id) = self.core.io.cbuf.get_mut(5..9)
+        {
+            id.copy_from_slice(&last.to_le_bytes());
+        }
+        false
+    }
+
     /// A statement command from a client in transaction mode, once it holds a server
     /// connection.
     pub(super) fn stmt_command(&mut self, cmd: u8, len: usize) -> Result<Cmd, End> {
@@ -147,6 +195,20 @@ impl Relay {
                 return Ok(Cmd::Consumed);
             };
             execute_payload(st, &self.core.io.cbuf[4..4 + len], sid)
+        } else if cmd == consts::COM_STMT_BULK_EXECUTE {
+            let payload = &self.core.io.cbuf[4..4 + len];
+            let Some(st) = self.stmts.get_mut(&vid) else {
+                return Ok(Cmd::Consumed);
+            };
+            let out = bulk_payload(st, payload, sid);
+            if len >= packet::MAX_PAYLOAD && out.len() != len {
+                return Err(End::Failed(crate::error::Error::new(
+                    crate::error::Kind::Unsupported,
+                    crate::error::Side::Client,
+                    "a 16 MiB+ COM_STMT_BULK_EXECUTE without parameter types cannot move to another server connection",
+                )));
+            }
+            out
         } else {
             let mut out = self.core.io.cbuf[4..4 + len].to_vec();
             out[1..5].copy_from_slice(&sid.to_le_bytes());
@@ -292,6 +354,32 @@ pub(super) fn execute_payload(st: &ClientStmt, payload: &[u8], id: u32) -> Vec<u
     out
 }
 
+/// A COM_STMT_BULK_EXECUTE for the server: the client's `payload` with the server's
+/// statement id. Types it sends are noted for later commands; where it sends none (the
+/// server is to use those of the statement's last execution, on whichever connection),
+/// the client's own are spliced in.
+pub(super) fn bulk_payload(st: &mut ClientStmt, payload: &[u8], id: u32) -> Vec<u8> {
+    let mut out = payload.to_vec();
+    if let Some(i) = out.get_mut(1..5) {
+        i.copy_from_slice(&id.to_le_bytes());
+    }
+    let Some(f) = payload.get(5..7) else {
+        return out;
+    };
+    let flags = u16::from_le_bytes([f[0], f[1]]);
+    let types_len = 2 * usize::from(st.params);
+    if flags & consts::STMT_BULK_FLAG_SEND_TYPES_TO_SERVER != 0 {
+        if let Some(t) = payload.get(7..7 + types_len) {
+            st.types = Some(t.to_vec());
+        }
+    } else if let Some(types) = &st.types {
+        let with = (flags | consts::STMT_BULK_FLAG_SEND_TYPES_TO_SERVER).to_le_bytes();
+        out[5..7].copy_from_slice(&with);
+        out.splice(7..7, types.iter().copied());
+    }
+    out
+}
+
 /// A COM_STMT_CLOSE packet (no answer comes).
 pub(super) fn close_packet(id: u32) -> [u8; 9] {
     let mut p = [5, 0, 0, 0, consts::COM_STMT_CLOSE, 0, 0, 0, 0];
@@ -306,4 +394,45 @@ pub(super) fn prepare_packet(out: &mut bytes::BytesMut, sql: &[u8]) {
     p.extend_from_slice(sql);
     let mut seq = 0;
     packet::write_packet(out, &mut seq, &p);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stmt(types: Option<Vec<u8>>) -> ClientStmt {
+        ClientStmt {
+            hash: 1,
+            sql: Bytes::from_static(b"INSERT INTO t VALUES (?, ?)"),
+            params: 2,
+            types,
+            cursor: false,
+            plain: false,
+            reads_id: false,
+            class: Default::default(),
+        }
+    }
+
+    #[test]
+    fn bulk_types_are_noted_and_spliced_in() {
+        // Client id 7, types sent (flag 128), one row.
+        let sent = [
+            0xfa, 7, 0, 0, 0, 128, 0, 3, 0, 0xfd, 0, 0, 1, 0, 0, 0, 0, 1, b'a',
+        ];
+        let mut st = stmt(None);
+        let out = bulk_payload(&mut st, &sent, 42);
+        assert_eq!(out[1..5], 42u32.to_le_bytes());
+        assert_eq!(out[5..], sent[5..]);
+        assert_eq!(st.types.as_deref(), Some(&[3, 0, 0xfd, 0][..]));
+        // Without types: the noted ones go in, with the flag.
+        let bare = [0xfa, 7, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 1, b'b'];
+        let out = bulk_payload(&mut st, &bare, 43);
+        assert_eq!(out[1..5], 43u32.to_le_bytes());
+        assert_eq!(out[5..7], [128, 0]);
+        assert_eq!(out[7..11], [3, 0, 0xfd, 0]);
+        assert_eq!(out[11..], bare[7..]);
+        // None known: sent as it is.
+        let out = bulk_payload(&mut stmt(None), &bare, 44);
+        assert_eq!(out[5..], bare[5..]);
+    }
 }
