@@ -349,7 +349,8 @@ sl_sluice_build() {
     [[ -x "$SL_SLUICE_BIN" ]] || sl_die "$SL_SLUICE_BIN missing after build"
 }
 
-# sl_sluice_general: the [general] section of a generated Sluice config: with
+# sl_sluice_general: the [general] and [admin] sections of a generated Sluice
+# config (the admin endpoints off): with
 # SLUICE_BUSY_POLL_US set, busy_poll_us (a lone client's session watches its
 # sockets that many microseconds before sleeping).
 sl_sluice_general() {
@@ -358,6 +359,12 @@ sl_sluice_general() {
         echo "busy_poll_us = $SLUICE_BUSY_POLL_US"
         echo
     fi
+    # No admin console or HTTP endpoint: the scripts use neither, and two Sluices of
+    # theirs at once (the driver suites' two parts) would share the default ports.
+    echo "[admin]"
+    echo "http_address = \"\""
+    echo "mysql_address = \"\""
+    echo
 }
 
 # sl_sluice_write_config FILE BACKEND_HOST BACKEND_PORT LISTENER...
