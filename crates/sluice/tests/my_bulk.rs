@@ -213,3 +213,60 @@ async fn direct_execution_runs_as_directly_in_both_modes() {
         assert_eq!(c.query_value(&sql).await.as_deref(), Some("x"), "{a}");
     }
 }
+
+/// A prepare that Sluice refuses itself (a rule blocks it) never reaches a server, which
+/// would run its own last prepared statement for the execute of 0xFFFFFFFF behind it:
+/// that execute gets the server's "unknown handler" error from Sluice, in both modes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_execution_after_a_refused_prepare_runs_nothing() {
+    let db = mariadb();
+    db.sql("CREATE TABLE test.refused_t (n INT PRIMARY KEY, s VARCHAR(20))")
+        .unwrap();
+    let rule = "[[rules]]\npattern = \"^DELETE \"\naction = \"block\"\nmessage = \"no deletes\"\n";
+    let h = sluice(&config_text(&db, 2, "5s", rule)).await;
+    let bulk_cap = consts::MARIADB_CLIENT_STMT_BULK_OPERATIONS;
+    for (i, listener) in ["session", "tx"].into_iter().enumerate() {
+        let n = i32::try_from(i).unwrap();
+        let mut c = RawMy::login_with(addr(&h, listener), APP_USER, APP_PW, bulk_cap).await;
+        // A statement the server has prepared, then one the rule refuses.
+        let (_, params) = prepare(&mut c, "INSERT INTO refused_t VALUES (?, ?)").await;
+        assert_eq!(params, 2);
+        let refused = prepare_packet("DELETE FROM refused_t WHERE n = ? OR s = ?");
+        c.send_raw(&one_write(&[&refused, &execute(u32::MAX, n, "x")]))
+            .await;
+        let (_, err) = c.read().await.expect("the rule's answer");
+        assert_eq!(err[0], 0xff, "{listener}");
+        let (_, err) = c.read().await.expect("the execute's answer");
+        assert_eq!(
+            err[0],
+            0xff,
+            "{listener}: {}",
+            String::from_utf8_lossy(&err)
+        );
+        assert_eq!(u16::from_le_bytes([err[1], err[2]]), 1243, "{listener}");
+        let sql = format!("SELECT COUNT(*) FROM refused_t WHERE n = {n}");
+        assert_eq!(
+            c.query_value(&sql).await.as_deref(),
+            Some("0"),
+            "{listener}"
+        );
+    }
+}
+
+/// A pass-through login's server connection serves the transaction pool's other
+/// clients afterwards: opened for a client without bulk operations, it still takes a
+/// bulk execute of one that has them (the server refuses it, 1295, on a connection that
+/// did not ask for them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_connection_takes_bulk_executes_of_later_clients() {
+    let (_db, _h, ways) = three_ways("later_t", 1).await;
+    let tx = ways[2];
+    let mut first = RawMy::login(tx, APP_USER, APP_PW).await;
+    assert_eq!(first.query_value("SELECT 7").await.as_deref(), Some("7"));
+    let bulk_cap = consts::MARIADB_CLIENT_STMT_BULK_OPERATIONS;
+    let mut c = RawMy::login_with(tx, APP_USER, APP_PW, bulk_cap).await;
+    let (id, _) = prepare(&mut c, "INSERT INTO later_t VALUES (?, ?)").await;
+    c.send(0, &bulk(id, &[(1, "a"), (2, "b")], true)).await;
+    let (_, ok) = c.read().await.expect("bulk answer");
+    assert_eq!(affected(&ok), 2);
+}

@@ -71,7 +71,10 @@ pub(super) async fn authenticate(
 
     // Towards the server: the client's answer with the capabilities both sides have;
     // compression is each leg's own.
-    let mut caps = client_caps & !consts::CLIENT_SSL & !consts::COMPRESSION_CAPS;
+    // (Bulk execution too, whatever the client has: in transaction mode the connection
+    // serves the pool's other clients after this one.)
+    let bulk = hs.capabilities & consts::MARIADB_CLIENT_STMT_BULK_OPERATIONS;
+    let mut caps = client_caps & !consts::CLIENT_SSL & !consts::COMPRESSION_CAPS | bulk;
     let compression = compression_for(target, hs.capabilities);
     caps |= compression.map_or(0, |(flag, _)| flag);
     let mut sseq = 1u8;

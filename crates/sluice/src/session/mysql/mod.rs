@@ -271,10 +271,18 @@ impl Relay {
             }
             if !self.c_cont {
                 self.c_logical = 0;
-                if self.incoming == Incoming::Command
-                    && (self.wait_for_rest() || self.direct_execution(len))
-                {
-                    return Ok(());
+                if self.incoming == Incoming::Command {
+                    if self.wait_for_rest() {
+                        return Ok(());
+                    }
+                    match self.direct_execution(len) {
+                        self::stmts::Direct::Go => {}
+                        self::stmts::Direct::Wait => return Ok(()),
+                        self::stmts::Direct::Answered => {
+                            self.core.io.cbuf.advance(4 + len);
+                            continue;
+                        }
+                    }
                 }
                 if self.incoming == Incoming::Command {
                     len = match self.apply_rules(len, seq) {
@@ -471,7 +479,7 @@ impl Relay {
                     // Nothing reached a server. The session goes on (in transaction
                     // mode its state is Sluice's; in session mode this is its first
                     // statement), and its next one is routed again: a server it cannot
-                    // reach is "can't connect" (2003), not a lost connection.
+                    // reach is "no server" (9001), not a lost connection.
                     let unreachable = matches!(e.kind, Kind::ServerGone | Kind::Io);
                     let e = if unreachable {
                         e.with_sqlstate("08001")
@@ -532,6 +540,9 @@ impl Relay {
         }
         if cmd == consts::COM_CHANGE_USER {
             self.relay_change_user(len);
+        }
+        if cmd == consts::COM_STMT_PREPARE {
+            self.stmts.prepare_sent();
         }
         if self.tracker.expect(cmd) {
             if let Some(set) = keep

@@ -1,7 +1,8 @@
 //! Prepared statements in transaction mode. A client's statement ids are Sluice's own
 //! (virtual); each server connection keeps the statements it has prepared, by a hash of
-//! their text, under the server's ids. A COM_STMT_EXECUTE (and SEND_LONG_DATA, RESET,
-//! FETCH) goes to whatever connection the client holds, or, for a plain statement of a
+//! their text, under the server's ids. A COM_STMT_EXECUTE (and BULK_EXECUTE,
+//! SEND_LONG_DATA, RESET, FETCH) goes to whatever connection the client holds (a bulk
+//! execute always to one), or, for a plain statement of a
 //! client that holds none, to a shared connection: the statement is prepared there first
 //! if needed (the command waits for that answer), the id is rewritten, and when the
 //! client relies on parameter types it sent before (to whichever connection), its own
@@ -45,8 +46,10 @@ impl ClientStmt {
 #[derive(Default)]
 pub(super) struct ClientStmts {
     next: u32,
-    /// The statement the client prepared last, if that prepare succeeded and it is not
-    /// closed (0: none): what MariaDB's statement id 0xFFFFFFFF names.
+    /// What MariaDB's statement id 0xFFFFFFFF names: the statement the client prepared
+    /// last (transaction mode: its id here), if that prepare succeeded and it is not
+    /// closed; 0: none (also while a prepare is on its way, and after one Sluice
+    /// answered itself); [`LAST_PREPARED`]: the server's to tell (session mode).
     last: u32,
     /// (Boxed, and None when empty: most sessions hold none, and every one holds this.)
     #[expect(
@@ -58,7 +61,12 @@ pub(super) struct ClientStmts {
 
 impl ClientStmts {
     pub fn add(&mut self, s: ClientStmt) -> u32 {
-        self.next = self.next.wrapping_add(1).max(1);
+        // (Never 0, nor 0xFFFFFFFF: MariaDB's "the statement prepared last".)
+        self.next = if self.next >= LAST_PREPARED - 1 {
+            1
+        } else {
+            self.next + 1
+        };
         self.map.get_or_insert_default().insert(self.next, s);
         self.last = self.next;
         self.next
@@ -67,6 +75,12 @@ impl ClientStmts {
     /// The client's last prepare failed: id 0xFFFFFFFF names nothing.
     pub fn prepare_failed(&mut self) {
         self.last = 0;
+    }
+
+    /// The client's prepare went to its server connection as it is (session mode): the
+    /// server knows what id 0xFFFFFFFF names.
+    pub fn prepare_sent(&mut self) {
+        self.last = LAST_PREPARED;
     }
 
     pub fn get(&self, vid: &u32) -> Option<&ClientStmt> {
@@ -104,38 +118,72 @@ pub(super) fn hash(sql: &[u8]) -> u128 {
 /// The statement id of MariaDB's direct execution: "the statement prepared last".
 const LAST_PREPARED: u32 = u32::MAX;
 
+/// What becomes of a client command, as direct execution sees it.
+pub(super) enum Direct {
+    Go,
+    /// It waits for the answers before it.
+    Wait,
+    /// Sluice answered it.
+    Answered,
+}
+
 impl Relay {
     /// MariaDB's direct execution: a statement command naming id 0xFFFFFFFF means the
     /// statement the client prepared last (Connector/C sends a COM_STMT_PREPARE and an
     /// execute of that id in one go, to servers with bulk operations). In transaction
     /// mode the ids are Sluice's: such a command (`len` payload bytes at the start of
     /// the client buffer) waits for the answers before it, then names the client's id
-    /// for that statement (none, after a failed prepare: the "unknown handler" error
-    /// follows, as from the server). True: it waits.
-    pub(super) fn direct_execution(&mut self, len: usize) -> bool {
-        if self.core.mode != sluice_config::PoolMode::Transaction {
-            return false;
-        }
+    /// for that statement. Where the last prepare never reached a server (Sluice
+    /// answered it: a rule, a lost transaction) or failed, the command gets the
+    /// server's "unknown handler" error from Sluice, in its turn, in both modes.
+    pub(super) fn direct_execution(&mut self, len: usize) -> Direct {
         let payload = &self.core.io.cbuf[4..4 + len];
-        let named = payload
-            .first()
-            .is_some_and(|c| super::state::is_stmt_command(*c))
+        let Some(&cmd) = payload.first() else {
+            return Direct::Go;
+        };
+        if cmd == consts::COM_STMT_PREPARE {
+            self.stmts.last = 0;
+            return Direct::Go;
+        }
+        let named = super::state::is_stmt_command(cmd)
             && super::state::stmt_id(payload) == Some(LAST_PREPARED);
-        if !named {
-            return false;
+        if !named || self.stmts.last == LAST_PREPARED {
+            return Direct::Go;
         }
         if !self.all_answered() {
             self.wait_rest = true;
             self.blocked = true;
-            return true;
+            return Direct::Wait;
         }
         let last = self.stmts.last;
-        if last != 0
-            && let Some(id) = self.core.io.cbuf.get_mut(5..9)
-        {
+        if last == 0 {
+            self.unknown_stmt(cmd, LAST_PREPARED);
+            return Direct::Answered;
+        }
+        if let Some(id) = self.core.io.cbuf.get_mut(5..9) {
             id.copy_from_slice(&last.to_le_bytes());
         }
-        false
+        Direct::Go
+    }
+
+    /// The server's answer to a command naming a statement it does not have (none for
+    /// the commands that get no answer).
+    fn unknown_stmt(&mut self, cmd: u8, vid: u32) {
+        let what = match cmd {
+            consts::COM_STMT_CLOSE | consts::COM_STMT_SEND_LONG_DATA => return,
+            consts::COM_STMT_RESET => "mysqld_stmt_reset",
+            consts::COM_STMT_FETCH => "mysqld_stmt_fetch",
+            consts::COM_STMT_BULK_EXECUTE => "mysqld_stmt_bulk_execute",
+            _ => "mysqld_stmt_execute",
+        };
+        let msg = format!("Unknown prepared statement handler ({vid}) given to {what}");
+        queue_err(
+            &mut self.core.io.to_client,
+            1,
+            consts::ER_UNKNOWN_STMT_HANDLER,
+            "HY000",
+            &msg,
+        );
     }
 
     /// A statement command from a client in transaction mode, once it holds a server
@@ -156,21 +204,7 @@ impl Relay {
             return Ok(Cmd::Consumed);
         }
         let Some(st) = self.stmts.get(&vid) else {
-            if cmd != consts::COM_STMT_SEND_LONG_DATA {
-                let what = match cmd {
-                    consts::COM_STMT_RESET => "mysqld_stmt_reset",
-                    consts::COM_STMT_FETCH => "mysqld_stmt_fetch",
-                    _ => "mysqld_stmt_execute",
-                };
-                let msg = format!("Unknown prepared statement handler ({vid}) given to {what}");
-                queue_err(
-                    &mut self.core.io.to_client,
-                    1,
-                    consts::ER_UNKNOWN_STMT_HANDLER,
-                    "HY000",
-                    &msg,
-                );
-            }
+            self.unknown_stmt(cmd, vid);
             return Ok(Cmd::Consumed);
         };
         let (h, sql) = (st.hash, st.sql.clone());
