@@ -1,6 +1,7 @@
 //! The query rules for MySQL commands (see session/judge.rs): COM_QUERY and
 //! COM_STMT_PREPARE are judged by their text, COM_STMT_EXECUTE and
-//! COM_STMT_BULK_EXECUTE by the text of the statement they run (where it goes only: the statement was judged when prepared). A
+//! COM_STMT_BULK_EXECUTE by the text of the statement they run (where it goes only:
+//! the statement was judged when prepared). A
 //! refusal is the command's answer (an ERR), a rewrite replaces the command's text.
 
 use super::Relay;
