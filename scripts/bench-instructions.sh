@@ -88,7 +88,7 @@ one() {
         sleep 0.5
     done
     n=$("$bench" run --scenario point-select --protocol "$proto" --mode "$mode" \
-        --addr "$addr" --connections 4 --duration "$d" --warmup 0 --keys 100000 ${tls:-} 2>&1 \
+        --addr "$addr" --connections "${CONNECTIONS:-4}" --duration "$d" --warmup 0 --keys 100000 ${tls:-} 2>&1 \
         | grep -o '([0-9]* in' | tr -dc '0-9') || true
     kill -INT "$pid"
     wait "$pid" 2>/dev/null || true

@@ -206,3 +206,30 @@ async fn session_state_is_reset_between_clients() {
     assert_eq!(wm, "4MB");
     assert!(c.batch_execute("select * from tt").await.is_err());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_waits_for_a_client_that_reads_late() {
+    // A client that does not read its answer for a while: Sluice stops reading the
+    // server once a quarter MiB waits for the client, and reads on when the client
+    // does (a lost wake-up there leaves the answer stuck for good: the session
+    // listener's relay; the transaction-mode one's answer comes from a shared
+    // connection, whose queue is bounded the same way).
+    let pg = pg();
+    let h = sluice(&config_text(&pg, 2, "5s", "")).await;
+    for listener in ["session", "txauth"] {
+        let mut r = Raw::login(addr(&h, listener), APP_USER, APP_PW, "app").await;
+        let mut out = bytes::BytesMut::new();
+        let sql = "select repeat('x', 200) from generate_series(1, 40000)";
+        postgres_protocol::message::frontend::query(sql, &mut out).unwrap();
+        r.send(&out).await;
+        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        let wait = std::time::Duration::from_secs(20);
+        let f = tokio::time::timeout(wait, r.until_ready())
+            .await
+            .unwrap_or_else(|_| panic!("{listener}: the answer stopped coming"));
+        let rows = f.iter().filter(|f| f.0 == b'D').count();
+        assert_eq!(rows, 40_000, "{listener}");
+        let f = r.query("select 'after'").await;
+        assert_eq!(f.iter().filter(|f| f.0 == b'D').count(), 1, "{listener}");
+    }
+}

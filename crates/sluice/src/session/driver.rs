@@ -218,6 +218,13 @@ pub trait Relay: DerefMut<Target = Core<Self::Conn>> + Send + Sized {
 
     /// Something of the client's requests awaits an answer.
     fn in_flight(&self) -> bool;
+    /// An answer from the server is awaited whatever is still to be written to it:
+    /// bytes written to the server then change nothing the session's loop looks at
+    /// (no connection to let go, no rest), and the pump goes on without waking it.
+    /// (false: every write wakes it.)
+    fn awaits_answer(&self) -> bool {
+        false
+    }
     /// Between two requests: nothing the client sent before awaits an answer, so the
     /// next one may start a transaction.
     fn between_requests(&self) -> bool;
@@ -310,12 +317,13 @@ pub fn run<R: Relay>(r: R) -> impl Future<Output = ()> + Send {
                     r.odds.settle();
                     super::judge::rest(&mut r);
                 }
-                // Bytes written to the server wake the loop only when nothing is in
-                // flight (the connection may then be let go); else the pump goes on
-                // waiting.
+                // Bytes written wake the loop only where they may change what it
+                // does (see `Pump::quiet_writes`).
                 let report_drain = !r.in_flight();
+                let quiet = r.awaits_answer();
                 let core: &mut Core<R::Conn> = &mut r;
                 core.io.report_drain = report_drain;
+                core.io.quiet_writes = quiet;
                 let ev = next_event(core).await;
                 activity = matches!(ev, Event::ClientRead(Ok(1..)));
                 // The event is handled before anything is awaited: neither it nor what
@@ -513,6 +521,7 @@ fn maybe_release<R: Relay>(r: &mut R) {
         return;
     };
     if r.io.to_server.is_empty()
+        && r.io.server_flushed()
         && lease.conn.unread() == 0
         && super::may_release(r.mode, !r.in_flight(), r.tx_status(), &r.ledger)
         && !r.holds()

@@ -34,6 +34,69 @@ fn client_id(tcp: &tokio::net::TcpStream) -> u32 {
     tcp.as_raw_fd() as u32
 }
 
+/// What one pass over the sockets came to.
+enum Pass {
+    Event(Event),
+    /// Nothing ready.
+    Nothing,
+    /// Room was made for a read skipped in this pass: another.
+    Again,
+}
+
+/// Writes what `out.0` holds to `stream` as far as the socket takes it, then flushes a
+/// TLS stream (`out.1`: it holds bytes of its own): the event that ends the wait, if
+/// any: a failure, or bytes written where the relay looks at each write (`quiet`
+/// false; once the queue is out it is once they are flushed too, so that the relay
+/// does not let go of a connection with bytes of its still in the TLS layer).
+/// `counted`: the listener's counters, for bytes to the client.
+#[inline]
+fn write_out(
+    stream: &mut Stream,
+    (buf, flush): (&mut LazyBuf, &mut bool),
+    (side, quiet): (Side, bool),
+    counted: Option<&crate::stats::counters::ListenerCounters>,
+    cx: &mut Context<'_>,
+) -> Option<Event> {
+    let mut wrote = false;
+    loop {
+        if buf.is_empty() {
+            if *flush {
+                match Pin::new(&mut *stream).poll_flush(cx) {
+                    Poll::Ready(Ok(())) => {
+                        *flush = false;
+                        wrote = true;
+                    }
+                    Poll::Ready(Err(e)) => return Some(Event::WriteFailed(side, e)),
+                    Poll::Pending => return None,
+                }
+            }
+            return (wrote && !quiet).then_some(Event::Wrote);
+        }
+        match Pin::new(&mut *stream).poll_write(cx, buf) {
+            Poll::Ready(Ok(0)) => {
+                return Some(Event::WriteFailed(
+                    side,
+                    std::io::ErrorKind::WriteZero.into(),
+                ));
+            }
+            Poll::Ready(Ok(n)) => {
+                buf.advance(n);
+                if let Some(c) = counted {
+                    c.sent(n);
+                }
+                *flush = stream.is_tls();
+                wrote = true;
+                if !quiet && !buf.is_empty() {
+                    return Some(Event::Wrote);
+                }
+            }
+            Poll::Ready(Err(e)) => return Some(Event::WriteFailed(side, e)),
+            // (Only where writes are quiet can bytes have been written before.)
+            Poll::Pending => return None,
+        }
+    }
+}
+
 /// Whether Sluice is stopping (`Shared::shutdown`).
 pub type Stop = tokio::sync::watch::Receiver<bool>;
 
@@ -76,6 +139,15 @@ pub struct Pump {
     /// Nothing is in flight (set by the relay before each wait): a lone client's
     /// session then watches the client's socket, else the server's.
     pub report_drain: bool,
+    /// Bytes written to the server do not end the wait (set by the relay before each
+    /// wait: an answer is awaited whatever is left to write, `Relay::awaits_answer`).
+    /// Bytes written to the client never do, but while Sluice stops (the session then
+    /// ends once the client's queue is empty) and while the session waits for an
+    /// answer from a shared connection (room in the client's queue lets more of it in).
+    /// The pump then writes on, and looks at the reads, in the same pass: a statement
+    /// costs two turns of the relay's loop fewer. (Not looked at while the session
+    /// waits for a shared connection's answer: no server connection is written then.)
+    pub quiet_writes: bool,
     /// The listener's counters: bytes from and to the client are counted here.
     counters: Arc<crate::stats::counters::ListenerCounters>,
     /// The poll of this task (`crate::stream::polls`) in which the server's read last
@@ -121,6 +193,16 @@ impl LazyBuf {
         b
     }
 
+    /// (As `BytesMut::is_empty`, without reaching for the empty buffer it reads as.)
+    pub fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|b| b.is_empty())
+    }
+
+    /// (As `BytesMut::len`, without reaching for the empty buffer it reads as.)
+    pub fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, |b| b.len())
+    }
+
     /// Gives an empty buffer's memory back (to the thread's spares).
     pub fn release(&mut self) {
         if let Some(b) = self.0.take_if(|b| b.is_empty()) {
@@ -154,6 +236,11 @@ impl std::ops::DerefMut for LazyBuf {
 }
 
 impl Pump {
+    /// Nothing written to the server waits in a TLS layer to be flushed.
+    pub fn server_flushed(&self) -> bool {
+        !self.flush_server
+    }
+
     /// The listener's counters.
     pub fn counters(&self) -> &crate::stats::counters::ListenerCounters {
         &self.counters
@@ -176,6 +263,7 @@ impl Pump {
             flush_client: false,
             flush_server: false,
             report_drain: true,
+            quiet_writes: false,
             counters: shared.counters.listener(listener),
             server_quiet: 0,
         }
@@ -193,7 +281,7 @@ impl Pump {
         cx: &mut Context<'_>,
     ) -> Poll<Event> {
         let s = server.as_mut().map(|(s, b)| (&mut **s, &mut **b));
-        if let Some(ev) = self.poll_once(s, watch, cx) {
+        if let Some(ev) = self.poll_once(s, watch, muxed, cx) {
             return Poll::Ready(ev);
         }
         let rest = self.poll_rest(watch, timer, cx);
@@ -256,27 +344,47 @@ impl Pump {
         }
     }
 
-    /// One pass over the sockets: what was read or failed (an event), bytes written
+    /// Passes over the sockets: what was read or failed (an event), bytes written
     /// (to look again), or nothing ready to write or read.
     fn poll_once(
         &mut self,
-        server: Option<(&mut Stream, &mut BytesMut)>,
+        mut server: Option<(&mut Stream, &mut BytesMut)>,
         watch: Watch<'_>,
+        muxed: bool,
         cx: &mut Context<'_>,
     ) -> Option<Event> {
-        let wrote = |r: std::io::Result<usize>, side| match r {
-            Ok(0) => Event::WriteFailed(side, std::io::ErrorKind::WriteZero.into()),
-            // Bytes written end the wait: the relay's loop looks at what the write
-            // changed (a connection to let go, a session to end; going on waiting
-            // while a request was in flight kept MySQL transaction-mode connections
-            // over the compressed protocol from being let go).
-            Ok(_) => Event::Wrote,
-            Err(e) => Event::WriteFailed(side, e),
-        };
+        loop {
+            let s = server.as_mut().map(|(s, b)| (&mut **s, &mut **b));
+            match self.pass(s, watch, muxed, cx) {
+                Pass::Event(ev) => return Some(ev),
+                Pass::Nothing => return None,
+                Pass::Again => {}
+            }
+        }
+    }
+
+    /// One pass over the sockets.
+    fn pass(
+        &mut self,
+        server: Option<(&mut Stream, &mut BytesMut)>,
+        watch: Watch<'_>,
+        muxed: bool,
+        cx: &mut Context<'_>,
+    ) -> Pass {
+        // Bytes written end the wait unless they cannot change what the relay's loop
+        // does (`quiet_writes`): it looks at what the write changed (a connection to
+        // let go, a session to end; going on waiting while a request was in flight
+        // kept MySQL transaction-mode connections over the compressed protocol from
+        // being let go, where the request in flight was a command that gets no answer).
+        let quiet = self.quiet_writes && !self.shutting_down;
+        // The server's read skipped for a full client queue: looked at again once a
+        // write to the client makes room.
+        let mut full = false;
         if let Some((stream, rbuf)) = server {
-            if self.to_client.len() < HIGH_WATER && !self.server_quiet(stream) {
+            full = self.to_client.len() >= HIGH_WATER;
+            if !full && !self.server_quiet(stream) {
                 if let Poll::Ready(r) = stream.poll_read_grow(cx, rbuf, READ_CHUNK) {
-                    return Some(Event::ServerRead(r));
+                    return Pass::Event(Event::ServerRead(r));
                 }
                 // (Only a plain socket: TLS and compression keep bytes of their own.)
                 if matches!(stream, Stream::Plain(_)) {
@@ -284,53 +392,34 @@ impl Pump {
                 }
                 spare::release(rbuf);
             }
-            if !self.to_server.is_empty() {
-                if let Poll::Ready(r) = Pin::new(&mut *stream).poll_write(cx, &self.to_server) {
-                    if let Ok(n) = r {
-                        self.to_server.advance(n);
-                        self.flush_server = stream.is_tls();
-                    }
-                    return Some(wrote(r, Side::Server));
-                }
-            } else if self.flush_server {
-                match Pin::new(&mut *stream).poll_flush(cx) {
-                    Poll::Ready(Ok(())) => self.flush_server = false,
-                    Poll::Ready(Err(e)) => {
-                        return Some(Event::WriteFailed(Side::Server, e));
-                    }
-                    Poll::Pending => {}
-                }
+            let out = (&mut self.to_server, &mut self.flush_server);
+            if let Some(ev) = write_out(stream, out, (Side::Server, quiet), None, cx) {
+                return Pass::Event(ev);
             }
         }
-        if !self.to_client.is_empty() {
-            if let Poll::Ready(r) = Pin::new(&mut self.client).poll_write(cx, &self.to_client) {
-                if let Ok(n) = r {
-                    self.to_client.advance(n);
-                    self.counters.sent(n);
-                    self.flush_client = self.client.is_tls();
-                }
-                return Some(wrote(r, Side::Client));
-            }
-        } else if self.flush_client {
-            match Pin::new(&mut self.client).poll_flush(cx) {
-                Poll::Ready(Ok(())) => self.flush_client = false,
-                Poll::Ready(Err(e)) => {
-                    return Some(Event::WriteFailed(Side::Client, e));
-                }
-                Poll::Pending => {}
-            }
+        // Bytes written to the client change nothing the relay's loop looks at but
+        // while Sluice stops (the session ends once they are out), and room in the
+        // client's queue lets more of an answer from a shared connection in (`muxed`).
+        let out = (&mut self.to_client, &mut self.flush_client);
+        let quiet = !self.shutting_down && !muxed;
+        let counters = Some(&*self.counters);
+        if let Some(ev) = write_out(&mut self.client, out, (Side::Client, quiet), counters, cx) {
+            return Pass::Event(ev);
+        }
+        if full && self.to_client.len() < HIGH_WATER {
+            return Pass::Again;
         }
         // While draining, the client may still finish its transaction: keep reading
         // until it is between transactions (the relay then ends the session).
         if self.to_server.len() < HIGH_WATER && !self.pause_client {
             let Poll::Ready(r) = self.client.poll_read_grow(cx, &mut self.cbuf, READ_CHUNK) else {
-                return None;
+                return Pass::Nothing;
             };
             if watch.home.is_some_and(|h| h.killed()) {
                 // KILL CLIENT: what the client sent after it is not run (its socket,
                 // shut for reading, may still have handed it over).
                 self.cbuf.clear();
-                return Some(Event::ClientRead(Ok(0)));
+                return Pass::Event(Event::ClientRead(Ok(0)));
             }
             if let Ok(n) = r {
                 self.counters.received(n);
@@ -338,9 +427,9 @@ impl Pump {
                     self.lone = super::spin::alone(client_id(self.client.tcp()));
                 }
             }
-            return Some(Event::ClientRead(r));
+            return Pass::Event(Event::ClientRead(r));
         }
-        None
+        Pass::Nothing
     }
 
     /// Whether the server's read came back `Pending` earlier in this poll of the task:

@@ -83,6 +83,12 @@ impl driver::Relay for Relay {
         !self.at_rest()
     }
 
+    fn awaits_answer(&self) -> bool {
+        // (Not `in_flight`, which a command that gets no answer keeps true until it is
+        // written.)
+        !self.all_answered()
+    }
+
     fn rest(&mut self) {
         if let Some(q) = self.tracker.release() {
             crate::stream::spare::keep(&super::TRACKER_SPARES, q);

@@ -97,6 +97,11 @@ impl driver::Relay for Relay {
         !self.at_rest
     }
 
+    fn awaits_answer(&self) -> bool {
+        // (ReadyForQuery sets it, whatever is still to be written.)
+        !self.at_rest
+    }
+
     fn between_requests(&self) -> bool {
         self.tracker.is_idle()
     }
