@@ -140,13 +140,13 @@ pub struct Pump {
     /// session then watches the client's socket, else the server's.
     pub report_drain: bool,
     /// Bytes written to the server do not end the wait (set by the relay before each
-    /// wait: an answer is awaited whatever is left to write, `Relay::awaits_answer`).
-    /// Bytes written to the client never do, but while Sluice stops (the session then
-    /// ends once the client's queue is empty) and while the session waits for an
-    /// answer from a shared connection (room in the client's queue lets more of it in).
-    /// The pump then writes on, and looks at the reads, in the same pass: a statement
-    /// costs two turns of the relay's loop fewer. (Not looked at while the session
-    /// waits for a shared connection's answer: no server connection is written then.)
+    /// wait: an answer is awaited whatever is left to write, `Relay::awaits_answer`;
+    /// not looked at while the session waits for a shared connection's answer, when
+    /// no server connection is written). Bytes written to the client end it only while
+    /// Sluice stops (the session then ends once the client's queue is empty) and while
+    /// a shared connection's answer streams in (room in the client's queue lets more
+    /// of it in). The pump otherwise writes on, and looks at the reads, in the same
+    /// pass: a statement costs two turns of the relay's loop fewer.
     pub quiet_writes: bool,
     /// The listener's counters: bytes from and to the client are counted here.
     counters: Arc<crate::stats::counters::ListenerCounters>,
